@@ -1,0 +1,220 @@
+/*
+ * weft.h — the public C API of weft, a collective communication library.
+ *
+ * C99, usable from C and C++. Every call returns a weft_result_t unless noted.
+ * On any error the call sets a human-readable message, readable with
+ * weft_get_last_error(comm) (or weft_get_last_error(NULL) for the calling
+ * thread), and writes no user buffer.
+ *
+ * Memory ownership: weft never takes ownership of user buffers; buffers passed
+ * to a collective must stay valid until the collective completes (for a call
+ * outside a group on host memory with stream NULL: until the call returns; in
+ * a group: until weft_group_end returns, or until the request of
+ * weft_group_end_async completes).
+ *
+ * Threads: a communicator may be used by one thread at a time; different
+ * communicators may be driven concurrently by different threads (as NCCL).
+ * Group state (weft_group_start/end) is per thread.
+ */
+#ifndef WEFT_H
+#define WEFT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
+#define WEFT_MAJOR 0
+#define WEFT_MINOR 1
+#define WEFT_PATCH 0
+#define WEFT_VERSION_CODE (WEFT_MAJOR * 10000 + WEFT_MINOR * 100 + WEFT_PATCH)
+
+#define WEFT_UNIQUE_ID_BYTES 128
+
+/* An opaque communicator: a group of ranks that run collectives together. */
+typedef struct weft_comm *weft_comm_t;
+/* An opaque handle on nonblocking work started by weft_group_end_async. */
+typedef struct weft_request *weft_request_t;
+/* A cudaStream_t for device memory; NULL for host memory. */
+typedef void *weft_stream_t;
+
+/* The rendezvous token: the root's address and a random job secret. Created
+ * once by weft_get_unique_id and handed to every rank out of band. */
+typedef struct {
+  char internal[WEFT_UNIQUE_ID_BYTES];
+} weft_unique_id_t;
+
+typedef enum {
+  WEFT_SUCCESS = 0,
+  WEFT_ERR_INVALID_ARGUMENT = 1, /* a bad argument: NULL, out of range, ... */
+  WEFT_ERR_INVALID_USAGE = 2,    /* a bad call sequence: destroyed comm, mismatched group, ... */
+  WEFT_ERR_SYSTEM = 3,           /* the OS refused: socket, mmap, out of memory ... */
+  WEFT_ERR_INTERNAL = 4,         /* a weft bug */
+  WEFT_ERR_REMOTE = 5,           /* a peer failed or vanished */
+  WEFT_ERR_TIMEOUT = 6,          /* a wait ran past its bound (WEFT_TIMEOUT_S) */
+  WEFT_ERR_CUDA = 7,             /* a CUDA call failed, or CUDA is unavailable */
+  WEFT_ERR_ABORTED = 8,          /* the communicator was aborted */
+  WEFT_IN_PROGRESS = 9           /* not an error: nonblocking work still running */
+} weft_result_t;
+
+/* Values equal to NCCL's ncclDataType_t. */
+typedef enum {
+  WEFT_INT8 = 0,
+  WEFT_UINT8 = 1,
+  WEFT_INT32 = 2,
+  WEFT_UINT32 = 3,
+  WEFT_INT64 = 4,
+  WEFT_UINT64 = 5,
+  WEFT_FLOAT16 = 6,
+  WEFT_FLOAT32 = 7,
+  WEFT_FLOAT64 = 8,
+  WEFT_BFLOAT16 = 9,
+  WEFT_FP8_E4M3 = 10,
+  WEFT_FP8_E5M2 = 11,
+  WEFT_NUM_DATATYPES = 12
+} weft_datatype_t;
+
+/* Values equal to NCCL's ncclRedOp_t. AVG = SUM / nranks. MIN and MAX of
+ * floating types follow IEEE fmin/fmax: a NaN loses to a number, and two NaNs
+ * give NaN. Integer SUM and PROD wrap around. */
+typedef enum {
+  WEFT_SUM = 0,
+  WEFT_PROD = 1,
+  WEFT_MAX = 2,
+  WEFT_MIN = 3,
+  WEFT_AVG = 4,
+  WEFT_NUM_OPS = 5
+} weft_op_t;
+
+/* ---- Version and errors ------------------------------------------------ */
+
+/* Writes major*10000 + minor*100 + patch. Errors: INVALID_ARGUMENT if NULL. */
+weft_result_t weft_get_version(int *version);
+/* A static string naming a result code; never NULL. */
+const char *weft_get_error_string(weft_result_t result);
+/* The last error message: of `comm` when non-NULL, else of the calling
+ * thread. Empty string when there was none. The string is owned by weft and
+ * stays valid until the next weft call on that comm / thread. */
+const char *weft_get_last_error(weft_comm_t comm);
+
+/* ---- Communicators ----------------------------------------------------- */
+
+/* Creates a unique id: opens the rendezvous root on this process (address
+ * from WEFT_SOCKET_IFNAME or the first usable interface) and draws a random
+ * 64-bit job secret. Call once per communicator, on one process; the root
+ * serves exactly one rendezvous, bounded by WEFT_BOOTSTRAP_TIMEOUT_S.
+ * Errors: INVALID_ARGUMENT (NULL), SYSTEM (no interface / socket). */
+weft_result_t weft_get_unique_id(weft_unique_id_t *id);
+
+/* Joins communicator `id` as `rank` of `nranks`. Collective over all ranks;
+ * blocks until every rank joined and connected, or the bootstrap timeout.
+ * On success *comm is owned by the caller (weft_comm_destroy).
+ * Errors: INVALID_ARGUMENT (NULL comm, nranks < 1, rank outside
+ * [0, nranks), an id not made by weft_get_unique_id), TIMEOUT, REMOTE, SYSTEM. */
+weft_result_t weft_comm_init_rank(weft_comm_t *comm, int nranks, weft_unique_id_t id, int rank);
+
+/* Creates `nranks` communicators in this process (comms[i] is rank i), each
+ * then driven by its own thread. */
+weft_result_t weft_comm_init_all(weft_comm_t *comms, int nranks);
+
+/* Joins a communicator whose rank, size and rendezvous come from the
+ * launcher's environment, first match wins:
+ *   WEFT_RANK, WEFT_NRANKS, WEFT_ROOT_ADDR (host:port)
+ *   torchrun: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+ *   Open MPI: OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE
+ *   SLURM:    SLURM_PROCID, SLURM_NTASKS
+ * The rendezvous address is WEFT_ROOT_ADDR, else MASTER_ADDR:MASTER_PORT;
+ * rank 0 listens there, the others connect to it. WEFT_JOB_SECRET (a number)
+ * is the shared job secret; without it a fixed default is used, so set it on
+ * shared networks. Errors: INVALID_ARGUMENT when the environment is missing
+ * or inconsistent, naming the variable; else as weft_comm_init_rank. */
+weft_result_t weft_comm_init_env(weft_comm_t *comm);
+
+/* Splits `comm` into one new communicator per color; ranks of one color are
+ * ordered by (key, old rank). Collective over all ranks of `comm`. A negative
+ * color (WEFT_SPLIT_NOCOLOR) gives *newcomm = NULL. */
+#define WEFT_SPLIT_NOCOLOR (-1)
+weft_result_t weft_comm_split(weft_comm_t comm, int color, int key, weft_comm_t *newcomm);
+
+/* Frees the communicator after finishing pending work (bounded by
+ * WEFT_TIMEOUT_S). `comm` is invalid afterwards; NULL is accepted. */
+weft_result_t weft_comm_destroy(weft_comm_t comm);
+/* Stops everything now: pending work fails with WEFT_ERR_ABORTED, sockets
+ * and shared memory are closed, and the comm is freed. Returns promptly even
+ * when peers are dead or hung. A new communicator may be created afterwards. */
+weft_result_t weft_comm_abort(weft_comm_t comm);
+weft_result_t weft_comm_rank(weft_comm_t comm, int *rank);
+weft_result_t weft_comm_size(weft_comm_t comm, int *size);
+/* The first asynchronous error of the comm (a peer failed while nonblocking
+ * work ran), WEFT_SUCCESS when none, WEFT_IN_PROGRESS while work is pending. */
+weft_result_t weft_comm_get_async_error(weft_comm_t comm, weft_result_t *async_error);
+
+/* ---- Collectives ------------------------------------------------------- */
+/* In place when sendbuf == recvbuf (allgather: sendbuf == recvbuf + rank *
+ * sendcount; reduce-scatter: recvbuf == sendbuf + rank * recvcount).
+ * count 0 is allowed and does nothing but synchronize nothing. Host memory
+ * with stream NULL: outside a group the call returns when the result is in
+ * recvbuf. */
+
+weft_result_t weft_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                             weft_datatype_t datatype, weft_op_t op, weft_comm_t comm,
+                             weft_stream_t stream);
+/* root's sendbuf is copied to every rank's recvbuf; non-roots' sendbuf is ignored. */
+weft_result_t weft_broadcast(const void *sendbuf, void *recvbuf, size_t count,
+                             weft_datatype_t datatype, int root, weft_comm_t comm,
+                             weft_stream_t stream);
+/* The reduction lands in root's recvbuf only; other ranks' recvbuf is untouched. */
+weft_result_t weft_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                          weft_datatype_t datatype, weft_op_t op, int root, weft_comm_t comm,
+                          weft_stream_t stream);
+/* recvbuf holds nranks * sendcount elements, rank i's at offset i * sendcount. */
+weft_result_t weft_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                             weft_datatype_t datatype, weft_comm_t comm, weft_stream_t stream);
+/* sendbuf holds nranks * recvcount elements; rank i receives block i reduced. */
+weft_result_t weft_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                  weft_datatype_t datatype, weft_op_t op, weft_comm_t comm,
+                                  weft_stream_t stream);
+/* Block j of sendbuf (count elements) goes to rank j, landing at block i of
+ * its recvbuf (i = this rank). */
+weft_result_t weft_alltoall(const void *sendbuf, void *recvbuf, size_t count,
+                            weft_datatype_t datatype, weft_comm_t comm, weft_stream_t stream);
+/* Point to point: the k-th send to a peer matches that peer's k-th recv from
+ * this rank; counts and datatypes must agree. Outside a group a send waits
+ * for its matching recv (use a group to send and receive together). */
+weft_result_t weft_send(const void *buf, size_t count, weft_datatype_t datatype, int peer,
+                        weft_comm_t comm, weft_stream_t stream);
+weft_result_t weft_recv(void *buf, size_t count, weft_datatype_t datatype, int peer,
+                        weft_comm_t comm, weft_stream_t stream);
+weft_result_t weft_barrier(weft_comm_t comm, weft_stream_t stream);
+
+/* ---- Groups and nonblocking work -------------------------------------- */
+
+/* Between weft_group_start and weft_group_end, calls are recorded, not run;
+ * group_end issues them together, so sends and receives to many peers (and
+ * to this rank) cannot deadlock on each other. Groups nest; the outermost
+ * end issues. State is per thread. */
+weft_result_t weft_group_start(void);
+weft_result_t weft_group_end(void);
+/* As weft_group_end but returns at once; *req tracks completion and is freed
+ * with weft_request_free. The buffers must stay valid until it completes. */
+weft_result_t weft_group_end_async(weft_request_t *req);
+/* *done = 1 when the request finished (its result is returned), else 0 and
+ * WEFT_SUCCESS. */
+weft_result_t weft_test(weft_request_t req, int *done);
+/* Waits (bounded by WEFT_TIMEOUT_S) and returns the request's result. */
+weft_result_t weft_wait(weft_request_t req);
+/* Frees a request; an unfinished request is waited for first. */
+weft_result_t weft_request_free(weft_request_t req);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
+#ifdef __cplusplus
+}
+#endif
+#endif /* WEFT_H */

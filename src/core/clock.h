@@ -1,0 +1,32 @@
+// Monotonic time and deadlines: every wait in weft is bounded by a Deadline.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+namespace weft {
+
+inline uint64_t nowNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+inline double nowSeconds() { return static_cast<double>(nowNs()) * 1e-9; }
+
+class Deadline {
+ public:
+  explicit Deadline(double seconds) : end_(nowNs() + static_cast<uint64_t>(seconds * 1e9)) {}
+  bool expired() const { return nowNs() >= end_; }
+  // Milliseconds left, clamped to [0, INT32_MAX], for poll().
+  int remainingMs() const {
+    uint64_t now = nowNs();
+    if (now >= end_) return 0;
+    uint64_t ms = (end_ - now) / 1000000 + 1;
+    return ms > 0x7fffffff ? 0x7fffffff : static_cast<int>(ms);
+  }
+
+ private:
+  uint64_t end_;
+};
+
+}  // namespace weft

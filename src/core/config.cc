@@ -1,0 +1,98 @@
+#include "core/config.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/log.h"
+
+extern char** environ;
+
+namespace weft {
+namespace {
+
+double envDouble(const char* name, double def) {
+  const char* v = getenv(name);
+  if (!v || !*v) return def;
+  char* end = nullptr;
+  double d = strtod(v, &end);
+  if (*end || d <= 0) {
+    WEFT_WARN(kInit, "ignoring %s=%s: not a positive number", name, v);
+    return def;
+  }
+  return d;
+}
+
+long envLong(const char* name, long def, long lo, long hi) {
+  const char* v = getenv(name);
+  if (!v || !*v) return def;
+  char* end = nullptr;
+  long x = strtol(v, &end, 10);
+  if (*end || x < lo || x > hi) {
+    WEFT_WARN(kInit, "ignoring %s=%s: not an integer in [%ld, %ld]", name, v, lo, hi);
+    return def;
+  }
+  return x;
+}
+
+size_t envBytes(const char* name, size_t def) {
+  const char* v = getenv(name);
+  if (!v || !*v) return def;
+  size_t b = 0;
+  if (!parseBytes(v, &b)) {
+    WEFT_WARN(kInit, "ignoring %s=%s: not a byte count", name, v);
+    return def;
+  }
+  return b;
+}
+
+std::string envStr(const char* name) {
+  const char* v = getenv(name);
+  return v ? v : "";
+}
+
+}  // namespace
+
+bool parseBytes(const std::string& s, size_t* out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  unsigned long long x = strtoull(s.c_str(), &end, 10);
+  if (end == s.c_str()) return false;
+  unsigned long long mul = 1;
+  if (*end) {
+    switch (*end) {
+      case 'k': case 'K': mul = 1ull << 10; break;
+      case 'm': case 'M': mul = 1ull << 20; break;
+      case 'g': case 'G': mul = 1ull << 30; break;
+      default: return false;
+    }
+    ++end;
+    if (*end == 'B' || *end == 'b') ++end;
+    if (*end) return false;
+  }
+  *out = static_cast<size_t>(x * mul);
+  return true;
+}
+
+Config Config::fromEnv() {
+  Config c;
+  c.timeoutS = envDouble("WEFT_TIMEOUT_S", c.timeoutS);
+  c.bootstrapTimeoutS = envDouble("WEFT_BOOTSTRAP_TIMEOUT_S", c.bootstrapTimeoutS);
+  c.transports = envStr("WEFT_TRANSPORTS");
+  c.socketIfname = envStr("WEFT_SOCKET_IFNAME");
+  c.nsocksPerPeer = static_cast<int>(envLong("WEFT_NSOCKS_PER_PEER", c.nsocksPerPeer, 1, 16));
+  c.chunkBytes = envBytes("WEFT_CHUNK_BYTES", c.chunkBytes);
+  c.shmSlotBytes = envBytes("WEFT_SHM_SLOT_BYTES", c.shmSlotBytes);
+  if (c.shmSlotBytes < 4096) c.shmSlotBytes = 4096;
+  c.shmSlots = static_cast<int>(envLong("WEFT_SHM_SLOTS", c.shmSlots, 2, 1024));
+  c.algo = envStr("WEFT_ALGO");
+  return c;
+}
+
+std::vector<std::string> Config::variablesInEffect() {
+  std::vector<std::string> out;
+  for (char** e = environ; e && *e; ++e)
+    if (strncmp(*e, "WEFT_", 5) == 0) out.emplace_back(*e);
+  return out;
+}
+
+}  // namespace weft

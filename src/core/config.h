@@ -1,0 +1,31 @@
+// Config: every knob weft reads from the environment, in one table, so that
+// WEFT_DEBUG=INFO can print the ones in effect and docs/env.md can list them.
+// Values are read when a communicator is created (tests set them at run time).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace weft {
+
+struct Config {
+  double timeoutS = 300;           // WEFT_TIMEOUT_S: any collective / wait
+  double bootstrapTimeoutS = 120;  // WEFT_BOOTSTRAP_TIMEOUT_S: rendezvous and connect
+  std::string transports;          // WEFT_TRANSPORTS: "tcp", "shm,tcp", "^shm"
+  std::string socketIfname;        // WEFT_SOCKET_IFNAME: interface prefix, "^lo" excludes
+  int nsocksPerPeer = 2;           // WEFT_NSOCKS_PER_PEER: TCP streams per peer
+  size_t chunkBytes = 0;           // WEFT_CHUNK_BYTES: 0 = transport's preferred
+  size_t shmSlotBytes = 1 << 20;   // WEFT_SHM_SLOT_BYTES: one slot of a shm FIFO
+  int shmSlots = 8;                // WEFT_SHM_SLOTS: slots per shm FIFO
+  std::string algo;                // WEFT_ALGO: algorithm override (see docs/env.md)
+
+  // Reads every WEFT_* variable; unknown values fall back to defaults with a warning.
+  static Config fromEnv();
+  // "NAME=value" of each variable set in the environment, for INFO logs.
+  static std::vector<std::string> variablesInEffect();
+};
+
+// Parses "4M", "64K", "1G", "123" into bytes; returns false on garbage.
+bool parseBytes(const std::string& s, size_t* out);
+
+}  // namespace weft

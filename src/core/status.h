@@ -1,0 +1,62 @@
+// Status: the one error type inside weft. A code from weft_result_t plus a
+// sentence that names what went wrong (the argument, the peer rank and host,
+// the op and its sequence number). No exceptions cross the C boundary: every
+// internal function that can fail returns a Status, and the C API turns it
+// into a weft_result_t plus the last-error string.
+#pragma once
+
+#include <string>
+#include <utility>
+
+#include "weft.h"
+
+namespace weft {
+
+// Transport post calls may also answer "no resource now, retry later".
+constexpr weft_result_t kNoResource = static_cast<weft_result_t>(100);
+
+class Status {
+ public:
+  Status() = default;  // success
+  Status(weft_result_t code, std::string msg) : code_(code), msg_(std::move(msg)) {}
+
+  static Status ok() { return Status(); }
+  static Status inProgress() { return Status(WEFT_IN_PROGRESS, ""); }
+  static Status noResource() { return Status(kNoResource, ""); }
+
+  bool isOk() const { return code_ == WEFT_SUCCESS; }
+  // True for a real failure (not success, in-progress or no-resource).
+  bool isError() const {
+    return code_ != WEFT_SUCCESS && code_ != WEFT_IN_PROGRESS && code_ != kNoResource;
+  }
+  weft_result_t code() const { return code_; }
+  const std::string& message() const { return msg_; }
+
+  // Prepends context: "while connecting to rank 3: <message>".
+  Status withContext(const std::string& ctx) const {
+    return Status(code_, ctx + ": " + msg_);
+  }
+
+ private:
+  weft_result_t code_ = WEFT_SUCCESS;
+  std::string msg_;
+};
+
+// printf-style formatting into std::string (used for error messages and logs).
+std::string strFormat(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// A Status for a failed system call: "<what>: <strerror(errno)>".
+Status systemError(const std::string& what, int err);
+
+inline Status invalidArgument(const std::string& msg) {
+  return Status(WEFT_ERR_INVALID_ARGUMENT, msg);
+}
+inline Status invalidUsage(const std::string& msg) { return Status(WEFT_ERR_INVALID_USAGE, msg); }
+
+#define WEFT_RETURN_IF_ERROR(expr)      \
+  do {                                  \
+    ::weft::Status _st = (expr);        \
+    if (_st.isError()) return _st;      \
+  } while (0)
+
+}  // namespace weft

@@ -1,0 +1,125 @@
+// The one interface every transport implements (self, shm, tcp; later ucx,
+// ibverbs, cuda_ipc). Drawn from UCT's iface/endpoint split and its return
+// contract.
+//
+// A Transport is created per communicator. It publishes an address blob,
+// which the communicator allgathers through the bootstrap; connect() then
+// makes one Endpoint per reachable peer. An Endpoint moves messages to and
+// from one peer:
+//
+//   * Messages between two ranks are matched in posting order, per direction:
+//     the k-th postSend from A to B fills the k-th postRecv at B from A.
+//     The progress engine posts in schedule order, so both sides agree.
+//   * Each message carries a 64-bit tag. The receiver checks it against the
+//     tag of the matching postRecv; a different tag, or a different length,
+//     is a protocol error (mismatched collectives) reported with both values.
+//   * post* returns: Status::ok()          done now (the completion is set);
+//                    Status::inProgress()  the completion fires later, from
+//                                          progress();
+//                    Status::noResource()  not accepted; the engine retries
+//                                          later (queue full);
+//                    any error             failed; the message names the peer.
+//   * The buffer of a posted operation belongs to the transport until its
+//     completion is set. Zero-length messages are valid and still matched.
+//   * progress() advances every endpoint without blocking; it returns an
+//     error naming the peer when one is lost (connection reset, process
+//     gone, garbage on the wire).
+//
+// Every transport passes tests/transport/conformance.cc.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "core/status.h"
+
+namespace weft {
+
+enum class MemType : uint8_t { Host = 0, Cuda = 1 };
+
+// Set by the transport when a posted operation finishes. The engine polls
+// `done`; `status` holds the error when it failed.
+struct Completion {
+  bool done = false;
+  Status status;
+  void reset() {
+    done = false;
+    status = Status();
+  }
+  void finish(Status st = Status()) {
+    status = std::move(st);
+    done = true;
+  }
+};
+
+// What the communicator knows about a rank, from the bootstrap.
+struct PeerInfo {
+  int rank = -1;
+  uint64_t hostHash = 0;  // same value <=> same host (hostname, boot id, netns)
+  int pid = 0;
+  std::string hostname;
+};
+
+// Everything a transport needs from its communicator.
+struct TransportContext {
+  int rank = 0;
+  int nranks = 1;
+  uint64_t secret = 0;  // job secret: peers presenting another one are refused
+  uint64_t commId = 0;  // unique per communicator within the job
+  Config config;
+  std::vector<PeerInfo> peers;  // indexed by rank, this rank included
+};
+
+struct TransportCaps {
+  bool hostMemory = true;
+  bool cudaMemory = false;
+  size_t preferredChunk = 1 << 20;  // bytes per message that keeps it busy
+  double bandwidthGBs = 1.0;        // sustained, one direction
+  double latencyUs = 10.0;          // one small message, one way
+};
+
+class Endpoint {
+ public:
+  virtual ~Endpoint() = default;
+  virtual Status postSend(const void* buf, size_t len, uint64_t tag, MemType mem,
+                          Completion* c) = 0;
+  virtual Status postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+  // Whether this transport can connect `ctx.rank` to `peer`.
+  virtual bool canReach(const PeerInfo& peer) const = 0;
+  virtual TransportCaps caps() const = 0;
+  // Opens what peers connect to (listening sockets, shared segments) and
+  // returns the address to publish. Called once, before connect().
+  virtual Status localAddress(std::string* blob) = 0;
+  // Connects to every rank in `peers` (all reachable). `blobs` is indexed by
+  // rank and holds every rank's published address. Collective among the
+  // listed peers; bounded by the context's bootstrap timeout. On success
+  // (*eps)[peer] is set for each listed peer.
+  virtual Status connect(const std::vector<int>& peers, const std::vector<std::string>& blobs,
+                         std::vector<std::unique_ptr<Endpoint>>* eps) = 0;
+  virtual Status progress() = 0;
+  // Called by the engine while it waits without progress for a while: checks
+  // that the given peer is still alive (process exists, socket open).
+  virtual Status checkPeer(int peer) = 0;
+  // Closes everything at once (abort): pending completions are dropped.
+  virtual void shutdown() = 0;
+  // An fd that becomes readable when progress() may have work (an epoll fd
+  // over the sockets), so an idle engine can sleep in poll(); -1 if none.
+  virtual int pollFd() const { return -1; }
+};
+
+// Factories, one per transport folder.
+std::unique_ptr<Transport> makeSelfTransport(const TransportContext& ctx);
+std::unique_ptr<Transport> makeShmTransport(const TransportContext& ctx);
+std::unique_ptr<Transport> makeTcpTransport(const TransportContext& ctx);
+
+}  // namespace weft
