@@ -1,0 +1,342 @@
+// Bootstrap::create: the rendezvous with the root, then the ring.
+//
+//   1. connect to the root (retrying until the bootstrap timeout: under
+//      weft_comm_init_env the root may not listen yet);
+//   2. listen for the ring on this rank's address (WEFT_SOCKET_IFNAME, or
+//      else the local address of the connection to the root, which is
+//      reachable from the root's network; for a wildcard root address, the
+//      first usable interface);
+//   3. send the RootHello, receive the rank table (or an error frame);
+//   4. connect to rank+1 and send a RingHello; accept rank-1 on the
+//      listening socket, refusing (with a log line) any connection whose
+//      hello is garbage, has the wrong secret or the wrong rank.
+#include <arpa/inet.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/wire.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "net/socket.h"
+
+namespace weft {
+
+namespace {
+
+using boot::kHelloTimeoutS;
+using boot::RingHello;
+using boot::RootHello;
+using boot::RootReply;
+
+struct FdGuard {
+  int fd = -1;
+  ~FdGuard() { net::closeFd(&fd); }
+  int release() {
+    int f = fd;
+    fd = -1;
+    return f;
+  }
+};
+
+// Extra time a rank waits for the root's reply beyond the bootstrap timeout,
+// so that the root's own timeout (which names the missing ranks) arrives
+// first.
+double replyGraceS(double timeoutS) { return std::min(10.0, 1.0 + 0.05 * timeoutS); }
+
+bool isWildcard(const net::Address& a) {
+  if (a.ss.ss_family == AF_INET)
+    return reinterpret_cast<const sockaddr_in*>(&a.ss)->sin_addr.s_addr == htonl(INADDR_ANY);
+  if (a.ss.ss_family == AF_INET6)
+    return IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(&a.ss)->sin6_addr);
+  return false;
+}
+
+Status failure(weft_result_t code, const std::string& msg) {
+  WEFT_WARN(kBootstrap, "%s", msg.c_str());
+  return Status(code, msg);
+}
+
+// The root's answer to our hello: the table of ring addresses, or its error.
+Status receiveTable(int fd, const std::string& rootName, int rank, int nranks, double timeoutS,
+                    const Deadline& dl, std::vector<net::Address>* table) {
+  const std::string me = strFormat("bootstrap: rank %d of %d", rank, nranks);
+  RootReply r{};
+  Status st = net::recvAll(fd, &r, sizeof r, dl);
+  if (st.code() == WEFT_ERR_TIMEOUT)
+    return failure(WEFT_ERR_TIMEOUT,
+                   strFormat("%s: no rank table from the root at %s within %g s (other ranks "
+                             "did not join, or the root is stuck)",
+                             me.c_str(), rootName.c_str(), timeoutS));
+  if (st.code() == WEFT_ERR_REMOTE)
+    return failure(WEFT_ERR_REMOTE,
+                   me + ": the root at " + rootName +
+                       " closed the connection before sending the rank table (it refused this "
+                       "rank's hello, e.g. a wrong secret, or its process exited; see its log)");
+  if (!st.isOk()) return failure(st.code(), me + ": receiving the rank table: " + st.message());
+  if (r.magic != boot::kRootReplyMagic)
+    return failure(WEFT_ERR_REMOTE, strFormat("%s: the root at %s sent a bad reply (magic "
+                                              "0x%08x); is it a weft root?",
+                                              me.c_str(), rootName.c_str(), r.magic));
+  if (r.code != WEFT_SUCCESS) {
+    if (r.payloadBytes > boot::kMaxErrorPayload)
+      return failure(WEFT_ERR_REMOTE, me + ": oversized error frame from the root at " + rootName);
+    std::string msg(r.payloadBytes, '\0');
+    Status s2 = net::recvAll(fd, msg.data(), msg.size(), dl);
+    if (!s2.isOk()) msg = "(the root's error message was lost: " + s2.message() + ")";
+    weft_result_t code = static_cast<weft_result_t>(r.code);
+    if (r.code <= 0 || r.code >= WEFT_IN_PROGRESS) code = WEFT_ERR_REMOTE;  // not an error code
+    return failure(code, msg);
+  }
+  if (r.nranks != static_cast<uint32_t>(nranks) ||
+      r.payloadBytes != static_cast<uint64_t>(nranks) * net::Address::kPackedSize)
+    return failure(WEFT_ERR_INTERNAL,
+                   strFormat("%s: the root at %s sent a table of %u ranks (%u bytes)",
+                             me.c_str(), rootName.c_str(), r.nranks, r.payloadBytes));
+  std::string payload(r.payloadBytes, '\0');
+  st = net::recvAll(fd, payload.data(), payload.size(), dl);
+  if (!st.isOk()) return failure(st.code(), me + ": receiving the rank table: " + st.message());
+  table->resize(static_cast<size_t>(nranks));
+  for (int i = 0; i < nranks; ++i) {
+    if (!net::Address::unpack(payload.data() + i * net::Address::kPackedSize,
+                              &(*table)[static_cast<size_t>(i)]))
+      return failure(WEFT_ERR_INTERNAL,
+                     strFormat("%s: bad address of rank %d in the rank table", me.c_str(), i));
+  }
+  return Status::ok();
+}
+
+struct PendingPeer {
+  int fd = -1;
+  net::Address peer;
+  uint64_t deadlineNs = 0;
+  RingHello hello{};
+  size_t got = 0;
+};
+
+// Accepts the connection of rank `prev` on `listenFd`. Other connections
+// (scanners, garbage, wrong secret or rank) are closed with a warning while
+// the wait goes on.
+Status acceptRingPeer(int listenFd, uint64_t secret, int rank, int nranks, double timeoutS,
+                      const Deadline& dl, int* out) {
+  const int prev = (rank - 1 + nranks) % nranks;
+  std::vector<PendingPeer> pend;
+  auto refuse = [&](PendingPeer& p, const std::string& why) {
+    WEFT_WARN(kBootstrap, "bootstrap: rank %d refused a ring connection from %s: %s", rank,
+              p.peer.toString().c_str(), why.c_str());
+    net::closeFd(&p.fd);
+  };
+  auto closeAll = [&] {
+    for (auto& p : pend) net::closeFd(&p.fd);
+  };
+  std::vector<pollfd> pfds;
+  for (;;) {
+    uint64_t now = nowNs();
+    uint64_t wakeNs = UINT64_MAX;
+    for (auto& p : pend) {
+      if (p.fd < 0) continue;
+      if (p.deadlineNs <= now)
+        refuse(p, strFormat("timed out: no complete hello within %g s", kHelloTimeoutS));
+      else
+        wakeNs = std::min(wakeNs, p.deadlineNs);
+    }
+    pend.erase(std::remove_if(pend.begin(), pend.end(),
+                              [](const PendingPeer& p) { return p.fd < 0; }),
+               pend.end());
+    if (dl.expired()) {
+      closeAll();
+      return failure(WEFT_ERR_TIMEOUT,
+                     strFormat("bootstrap: rank %d of %d: rank %d did not connect within %g s",
+                               rank, nranks, prev, timeoutS));
+    }
+    pfds.clear();
+    pfds.push_back(pollfd{listenFd, POLLIN, 0});
+    for (auto& p : pend) pfds.push_back(pollfd{p.fd, POLLIN, 0});
+    int timeoutMs = dl.remainingMs();
+    if (wakeNs != UINT64_MAX)
+      timeoutMs = std::min<int>(
+          timeoutMs, static_cast<int>(std::min<uint64_t>((wakeNs - now) / 1000000 + 1, 1u << 30)));
+    int rc = poll(pfds.data(), pfds.size(), timeoutMs);
+    if (rc < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      closeAll();
+      WEFT_WARN(kBootstrap, "bootstrap: rank %d: poll failed: %s", rank, strerror(err));
+      return systemError(strFormat("bootstrap: rank %d: poll", rank), err);
+    }
+    if (rc == 0) continue;
+    // Hellos first (pfds[1..] match pend before any new accept).
+    for (size_t i = 0; i + 1 < pfds.size(); ++i) {
+      PendingPeer& p = pend[i];
+      if (!pfds[i + 1].revents || p.fd < 0) continue;
+      auto* buf = reinterpret_cast<char*>(&p.hello);
+      ssize_t n = recv(p.fd, buf + p.got, sizeof p.hello - p.got, MSG_DONTWAIT);
+      if (n < 0) {
+        if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)
+          refuse(p, std::string("receive failed before a complete hello: ") + strerror(errno));
+        continue;
+      }
+      if (n == 0) {
+        refuse(p, strFormat("closed after %zu of %zu hello bytes", p.got, sizeof(RingHello)));
+        continue;
+      }
+      p.got += static_cast<size_t>(n);
+      if (p.got >= sizeof(uint32_t) && p.hello.magic != boot::kRingHelloMagic) {
+        refuse(p, "bad magic");
+        continue;
+      }
+      if (p.got < sizeof p.hello) continue;
+      const RingHello& h = p.hello;
+      if (h.secret != secret) {
+        refuse(p, "wrong secret");
+      } else if (h.version != boot::kWireVersion) {
+        refuse(p, strFormat("wire version %u differs from %u", h.version, boot::kWireVersion));
+      } else if (h.nranks != nranks) {
+        refuse(p, strFormat("nranks %d differs from %d", h.nranks, nranks));
+      } else if (h.rank != prev) {
+        refuse(p, strFormat("hello from rank %d, expected rank %d", h.rank, prev));
+      } else {
+        Status st = net::setNonBlocking(p.fd, false);
+        if (!st.isOk()) {
+          closeAll();
+          return st;
+        }
+        net::setNoDelay(p.fd);
+        *out = p.fd;
+        p.fd = -1;
+        closeAll();
+        return Status::ok();
+      }
+    }
+    if (pfds[0].revents) {
+      for (;;) {
+        PendingPeer p;
+        p.peer.len = sizeof p.peer.ss;
+        int fd = accept4(listenFd, reinterpret_cast<sockaddr*>(&p.peer.ss), &p.peer.len,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+          if (errno == EINTR || errno == ECONNABORTED) continue;
+          if (errno != EAGAIN && errno != EWOULDBLOCK)
+            WEFT_WARN(kBootstrap, "bootstrap: rank %d: accept failed: %s", rank,
+                      strerror(errno));
+          break;
+        }
+        p.fd = fd;
+        p.deadlineNs = nowNs() + static_cast<uint64_t>(kHelloTimeoutS * 1e9);
+        if (pend.size() >= boot::kMaxPendingConns) {
+          refuse(p, "too many connections owe their hello");
+          continue;
+        }
+        pend.push_back(p);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Status Bootstrap::create(const weft_unique_id_t& id, int rank, int nranks, const Config& cfg,
+                         std::unique_ptr<Bootstrap>* out) {
+  if (!out) return invalidArgument("Bootstrap::create: out is NULL");
+  UniqueIdData d;
+  WEFT_RETURN_IF_ERROR(decodeUniqueId(id, &d));
+  if (nranks < 1) return failure(WEFT_ERR_INVALID_ARGUMENT,
+                                 strFormat("bootstrap: nranks %d is less than 1", nranks));
+  if (rank < 0 || rank >= nranks)
+    return failure(WEFT_ERR_INVALID_ARGUMENT,
+                   strFormat("bootstrap: rank %d is outside [0, %d)", rank, nranks));
+  net::Address root;
+  net::Address::unpack(d.rootAddr, &root);  // checked by decodeUniqueId
+  const std::string rootName = root.toString();
+  const double T = cfg.bootstrapTimeoutS;
+  const std::string me = strFormat("bootstrap: rank %d of %d", rank, nranks);
+
+  std::unique_ptr<Bootstrap> b(new Bootstrap());
+  b->rank_ = rank;
+  b->nranks_ = nranks;
+  b->secret_ = d.secret;
+
+  // 1. The root.
+  const uint64_t startNs = nowNs();
+  Deadline dl(T);
+  FdGuard rootFd;
+  Status st = net::connectTo(root, dl, &rootFd.fd);
+  if (st.code() == WEFT_ERR_TIMEOUT)
+    return failure(WEFT_ERR_TIMEOUT, strFormat("%s: cannot reach the bootstrap root at %s "
+                                               "within %g s (%s)",
+                                               me.c_str(), rootName.c_str(), T,
+                                               st.message().c_str()));
+  if (!st.isOk())
+    return failure(st.code(), me + ": cannot reach the bootstrap root at " + rootName + ": " +
+                                  st.message());
+
+  // 2. Our ring listening socket.
+  net::Address local;
+  std::string ifname = "(route to the root)";
+  if (!cfg.socketIfname.empty() || isWildcard(root)) {
+    // A wildcard root (e.g. "0.0.0.0:port" on rank 0 under init_env) is
+    // reached through loopback from its own host; that says nothing about
+    // the address other hosts can use.
+    st = net::pickLocalAddress(cfg.socketIfname, &local, &ifname);
+    if (!st.isOk()) return st.withContext(me);
+  } else {
+    local.len = sizeof local.ss;
+    if (getsockname(rootFd.fd, reinterpret_cast<sockaddr*>(&local.ss), &local.len) != 0)
+      return failure(WEFT_ERR_SYSTEM, me + ": getsockname: " + strerror(errno));
+  }
+  local.setPort(0);
+  net::Address bound;
+  st = net::listenOn(local, 256, &b->listenFd_, &bound);
+  if (!st.isOk()) return st.withContext(me);
+
+  // 3. Hello and rank table.
+  RootHello hello{};
+  hello.magic = boot::kRootHelloMagic;
+  hello.version = boot::kWireVersion;
+  hello.secret = d.secret;
+  hello.rank = rank;
+  hello.nranks = nranks;
+  bound.pack(hello.addr);
+  st = net::sendAll(rootFd.fd, &hello, sizeof hello, dl);
+  if (!st.isOk())
+    return failure(st.code(), me + ": sending the hello to the root at " + rootName + ": " +
+                                  st.message());
+  std::vector<net::Address> table;
+  double elapsedS = static_cast<double>(nowNs() - startNs) * 1e-9;
+  Deadline replyDl(std::max(0.0, T + replyGraceS(T) - elapsedS));
+  WEFT_RETURN_IF_ERROR(receiveTable(rootFd.fd, rootName, rank, nranks, T, replyDl, &table));
+  net::closeFd(&rootFd.fd);
+  WEFT_INFO(kBootstrap, "%s: joined via root %s; ring address %s (%s)", me.c_str(),
+            rootName.c_str(), bound.toString().c_str(), ifname.c_str());
+
+  // 4. The ring: each wait bounded by the bootstrap timeout afresh.
+  if (nranks > 1) {
+    Deadline ringDl(T);
+    const int next = (rank + 1) % nranks;
+    const std::string nextName = table[static_cast<size_t>(next)].toString();
+    st = net::connectTo(table[static_cast<size_t>(next)], ringDl, &b->nextFd_);
+    if (!st.isOk())
+      return failure(st.code(), strFormat("%s: cannot connect to rank %d at %s: %s", me.c_str(),
+                                          next, nextName.c_str(), st.message().c_str()));
+    RingHello rh{boot::kRingHelloMagic, boot::kWireVersion, d.secret, rank, nranks};
+    st = net::sendAll(b->nextFd_, &rh, sizeof rh, ringDl);
+    if (!st.isOk())
+      return failure(st.code(), strFormat("%s: sending the ring hello to rank %d at %s: %s",
+                                          me.c_str(), next, nextName.c_str(),
+                                          st.message().c_str()));
+    WEFT_RETURN_IF_ERROR(
+        acceptRingPeer(b->listenFd_, d.secret, rank, nranks, T, ringDl, &b->prevFd_));
+  }
+  // Nothing else connects to us; don't leave a port open.
+  net::closeFd(&b->listenFd_);
+  WEFT_INFO(kBootstrap, "%s: ring ready", me.c_str());
+  *out = std::move(b);
+  return Status::ok();
+}
+
+}  // namespace weft
