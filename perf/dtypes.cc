@@ -1,0 +1,278 @@
+#include "dtypes.h"
+
+#include <cmath>
+#include <cstring>
+#include <strings.h>
+
+namespace weftperf {
+
+namespace {
+
+constexpr double kTwo53 = 9007199254740992.0;
+
+// Indexed by weft_datatype_t.
+const DtypeInfo kTypes[WEFT_NUM_DATATYPES] = {
+    {WEFT_INT8, "int8", 1, Kind::Signed, 127.0, 6, 0, 0, false},
+    {WEFT_UINT8, "uint8", 1, Kind::Unsigned, 255.0, 7, 0, 0, false},
+    {WEFT_INT32, "int32", 4, Kind::Signed, 2147483647.0, 30, 0, 0, false},
+    {WEFT_UINT32, "uint32", 4, Kind::Unsigned, 4294967295.0, 31, 0, 0, false},
+    {WEFT_INT64, "int64", 8, Kind::Signed, kTwo53, 62, 0, 0, false},
+    {WEFT_UINT64, "uint64", 8, Kind::Unsigned, kTwo53, 63, 0, 0, false},
+    {WEFT_FLOAT16, "half", 2, Kind::Float, 2048.0, 15, 5, 10, true},
+    {WEFT_FLOAT32, "float", 4, Kind::Float, 16777216.0, 127, 0, 0, false},
+    {WEFT_FLOAT64, "double", 8, Kind::Float, kTwo53, 1023, 0, 0, false},
+    {WEFT_BFLOAT16, "bfloat16", 2, Kind::Float, 256.0, 127, 8, 7, true},
+    {WEFT_FP8_E4M3, "f8e4m3", 1, Kind::Float, 16.0, 8, 4, 3, false},
+    {WEFT_FP8_E5M2, "f8e5m2", 1, Kind::Float, 8.0, 15, 5, 2, true},
+};
+
+struct Alias {
+  const char* name;
+  weft_datatype_t dt;
+};
+
+const Alias kAliases[] = {
+    {"char", WEFT_INT8},       {"int", WEFT_INT32},          {"uint", WEFT_UINT32},
+    {"float16", WEFT_FLOAT16}, {"fp16", WEFT_FLOAT16},       {"float32", WEFT_FLOAT32},
+    {"fp32", WEFT_FLOAT32},    {"float64", WEFT_FLOAT64},    {"fp64", WEFT_FLOAT64},
+    {"bf16", WEFT_BFLOAT16},   {"fp8_e4m3", WEFT_FP8_E4M3},  {"e4m3", WEFT_FP8_E4M3},
+    {"fp8_e5m2", WEFT_FP8_E5M2}, {"e5m2", WEFT_FP8_E5M2},
+};
+
+const char* const kOpNames[WEFT_NUM_OPS] = {"sum", "prod", "max", "min", "avg"};
+
+// Minifloat with `ebits` exponent bits, `mbits` mantissa bits, IEEE bias.
+// `saturate`: overflow (and infinity) gives the largest finite value.
+uint32_t encodeMini(double v, int ebits, int mbits, bool hasInf, bool saturate) {
+  const uint32_t emask = (1u << ebits) - 1;
+  const uint32_t mmask = (1u << mbits) - 1;
+  const int bias = (1 << (ebits - 1)) - 1;
+  const uint32_t signBit = 1u << (ebits + mbits);
+  const uint32_t nanBits = (emask << mbits) | mmask;
+  if (std::isnan(v)) return nanBits;
+  const uint32_t sign = std::signbit(v) ? signBit : 0;
+  double a = std::fabs(v);
+  // The largest finite encoding: exponent field emask-1 with a full mantissa
+  // when the top exponent is reserved (inf/NaN), else emask with mantissa
+  // mmask-1 (f8e4m3: mmask is NaN).
+  const uint32_t maxBits = hasInf ? (((emask - 1) << mbits) | mmask) : ((emask << mbits) | (mmask - 1));
+  const uint32_t overflowBits = (hasInf && !saturate) ? (emask << mbits) : maxBits;
+  if (std::isinf(a)) return sign | overflowBits;
+  if (a == 0.0) return sign;
+  int e2 = 0;
+  std::frexp(a, &e2);  // a = f * 2^e2, f in [0.5, 1)
+  int e = e2 - 1;      // a = 1.x * 2^e
+  uint32_t bits;
+  if (e < 1 - bias) {
+    // Subnormal: units of 2^(1 - bias - mbits). A carry into the exponent
+    // field yields the smallest normal, which is the right encoding.
+    double q = std::nearbyint(std::ldexp(a, bias - 1 + mbits));
+    bits = static_cast<uint32_t>(q);
+  } else {
+    double q = std::nearbyint(std::ldexp(a, mbits - e));  // in [2^mbits, 2^(mbits+1)]
+    if (q >= std::ldexp(1.0, mbits + 1)) {
+      q = std::ldexp(q, -1);
+      ++e;
+    }
+    const long field = static_cast<long>(e) + bias;
+    if (field > static_cast<long>(emask)) return sign | overflowBits;
+    bits = (static_cast<uint32_t>(field) << mbits) | (static_cast<uint32_t>(q) & mmask);
+    if (bits > maxBits) return sign | overflowBits;
+  }
+  return sign | bits;
+}
+
+double decodeMini(uint32_t bits, int ebits, int mbits, bool hasInf) {
+  const uint32_t emask = (1u << ebits) - 1;
+  const uint32_t mmask = (1u << mbits) - 1;
+  const int bias = (1 << (ebits - 1)) - 1;
+  const bool neg = (bits >> (ebits + mbits)) & 1u;
+  const uint32_t e = (bits >> mbits) & emask;
+  const uint32_t m = bits & mmask;
+  double v;
+  if (e == emask && hasInf) {
+    v = m ? NAN : INFINITY;
+  } else if (e == emask && !hasInf && m == mmask) {
+    v = NAN;
+  } else if (e == 0) {
+    v = std::ldexp(static_cast<double>(m), 1 - bias - mbits);
+  } else {
+    v = std::ldexp(static_cast<double>(m | (1u << mbits)), static_cast<int>(e) - bias - mbits);
+  }
+  return neg ? -v : v;
+}
+
+}  // namespace
+
+const DtypeInfo* dtypeInfo(weft_datatype_t dt) {
+  const int i = static_cast<int>(dt);
+  if (i < 0 || i >= WEFT_NUM_DATATYPES) return nullptr;
+  return &kTypes[i];
+}
+
+bool dtypeByName(const char* name, weft_datatype_t* out) {
+  for (const DtypeInfo& t : kTypes) {
+    if (strcasecmp(name, t.name) == 0) {
+      *out = t.dt;
+      return true;
+    }
+  }
+  for (const Alias& a : kAliases) {
+    if (strcasecmp(name, a.name) == 0) {
+      *out = a.dt;
+      return true;
+    }
+  }
+  return false;
+}
+
+int allDtypes(weft_datatype_t* out, int max) {
+  int n = 0;
+  for (const DtypeInfo& t : kTypes) {
+    if (n < max) out[n++] = t.dt;
+  }
+  return n;
+}
+
+const char* opName(weft_op_t op) {
+  const int i = static_cast<int>(op);
+  if (i < 0 || i >= WEFT_NUM_OPS) return "?";
+  return kOpNames[i];
+}
+
+bool opByName(const char* name, weft_op_t* out) {
+  for (int i = 0; i < WEFT_NUM_OPS; ++i) {
+    if (strcasecmp(name, kOpNames[i]) == 0) {
+      *out = static_cast<weft_op_t>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+void encodeValue(const DtypeInfo& t, double v, void* dst) {
+  switch (t.dt) {
+    case WEFT_INT8: {
+      int8_t x = static_cast<int8_t>(static_cast<int64_t>(v));
+      std::memcpy(dst, &x, 1);
+      return;
+    }
+    case WEFT_UINT8: {
+      uint8_t x = static_cast<uint8_t>(static_cast<uint64_t>(v));
+      std::memcpy(dst, &x, 1);
+      return;
+    }
+    case WEFT_INT32: {
+      int32_t x = static_cast<int32_t>(static_cast<int64_t>(v));
+      std::memcpy(dst, &x, 4);
+      return;
+    }
+    case WEFT_UINT32: {
+      uint32_t x = static_cast<uint32_t>(static_cast<uint64_t>(v));
+      std::memcpy(dst, &x, 4);
+      return;
+    }
+    case WEFT_INT64: {
+      int64_t x = static_cast<int64_t>(v);
+      std::memcpy(dst, &x, 8);
+      return;
+    }
+    case WEFT_UINT64: {
+      uint64_t x = static_cast<uint64_t>(v);
+      std::memcpy(dst, &x, 8);
+      return;
+    }
+    case WEFT_FLOAT32: {
+      float x = static_cast<float>(v);
+      std::memcpy(dst, &x, 4);
+      return;
+    }
+    case WEFT_FLOAT64:
+      std::memcpy(dst, &v, 8);
+      return;
+    case WEFT_FLOAT16:
+    case WEFT_BFLOAT16: {
+      uint16_t x = static_cast<uint16_t>(encodeMini(v, t.ebits, t.mbits, t.hasInf, false));
+      std::memcpy(dst, &x, 2);
+      return;
+    }
+    case WEFT_FP8_E4M3:
+    case WEFT_FP8_E5M2: {
+      uint8_t x = static_cast<uint8_t>(encodeMini(v, t.ebits, t.mbits, t.hasInf, true));
+      std::memcpy(dst, &x, 1);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+double decodeValue(const DtypeInfo& t, const void* src) {
+  switch (t.dt) {
+    case WEFT_INT8: {
+      int8_t x;
+      std::memcpy(&x, src, 1);
+      return x;
+    }
+    case WEFT_UINT8: {
+      uint8_t x;
+      std::memcpy(&x, src, 1);
+      return x;
+    }
+    case WEFT_INT32: {
+      int32_t x;
+      std::memcpy(&x, src, 4);
+      return x;
+    }
+    case WEFT_UINT32: {
+      uint32_t x;
+      std::memcpy(&x, src, 4);
+      return x;
+    }
+    case WEFT_INT64: {
+      int64_t x;
+      std::memcpy(&x, src, 8);
+      return static_cast<double>(x);
+    }
+    case WEFT_UINT64: {
+      uint64_t x;
+      std::memcpy(&x, src, 8);
+      return static_cast<double>(x);
+    }
+    case WEFT_FLOAT32: {
+      float x;
+      std::memcpy(&x, src, 4);
+      return x;
+    }
+    case WEFT_FLOAT64: {
+      double x;
+      std::memcpy(&x, src, 8);
+      return x;
+    }
+    case WEFT_FLOAT16:
+    case WEFT_BFLOAT16: {
+      uint16_t x;
+      std::memcpy(&x, src, 2);
+      return decodeMini(x, t.ebits, t.mbits, t.hasInf);
+    }
+    case WEFT_FP8_E4M3:
+    case WEFT_FP8_E5M2: {
+      uint8_t x;
+      std::memcpy(&x, src, 1);
+      return decodeMini(x, t.ebits, t.mbits, t.hasInf);
+    }
+    default:
+      return NAN;
+  }
+}
+
+bool elementMatches(const DtypeInfo& t, const void* elem, double expected) {
+  if (t.kind != Kind::Float) {
+    unsigned char want[8];
+    encodeValue(t, expected, want);
+    return std::memcmp(want, elem, t.size) == 0;
+  }
+  return decodeValue(t, elem) == expected;
+}
+
+}  // namespace weftperf
