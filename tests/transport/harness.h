@@ -1,0 +1,124 @@
+// The harness of the transport conformance suite: runs a group of ranks,
+// as threads of this process or as forked processes, each rank executing the
+// same body against one transport. Ranks exchange strings (address blobs,
+// pids) through an in-test allgather: a shared table and a condition variable
+// for threads, pipes relayed by the parent for processes. Bodies report
+// failures as strings (Catch2 assertions are neither thread- nor fork-safe);
+// every wait is bounded.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "transports/transport.h"
+
+namespace weft {
+namespace tpt {
+
+enum class Kind { Self, Shm, Tcp };
+enum class Mode { Threads, Procs };
+const char* kindName(Kind k);
+const char* modeName(Mode m);
+
+std::unique_ptr<Transport> makeTransport(Kind k, const TransportContext& ctx);
+
+constexpr uint64_t kTestHostHash = 0x7e57'0000'0000'0001ull;
+
+struct GroupSpec {
+  Kind kind = Kind::Tcp;
+  Mode mode = Mode::Threads;
+  int nranks = 2;
+  Config config = defaultConfig();
+  double timeoutS = 40;      // the whole group; then processes are killed
+  int mayDieBySigkill = -1;  // Procs: this rank is allowed to end by SIGKILL
+  static Config defaultConfig();
+};
+
+class Rank {
+ public:
+  int rank = 0;
+  int nranks = 1;
+  Kind kind = Kind::Tcp;
+  Mode mode = Mode::Threads;
+  TransportContext ctx;
+  std::unique_ptr<Transport> transport;
+  std::vector<std::unique_ptr<Endpoint>> eps;  // by rank
+
+  // The ranks this rank connects to: itself for self, every other otherwise.
+  std::vector<int> peers() const;
+  // The partner in pair tests: this rank for self, else the other of ranks 0 and 1.
+  int partner() const { return kind == Kind::Self ? rank : 1 - rank; }
+  Endpoint& ep(int p) { return *eps[p]; }
+
+  // Bounded allgather / barrier among the group; false when the group broke
+  // (a rank failed or died) or the group timeout passed.
+  bool allgather(const std::string& mine, std::vector<std::string>* all);
+  bool barrier();
+
+  // Creates the transport, publishes its address, exchanges and connects
+  // peers(). `beforeExchange` runs between localAddress() and the exchange.
+  Status setup(const std::function<void(const std::string& blob)>& beforeExchange = {});
+  // Drives progress() until every completion is done; while nothing
+  // completes for 100 ms, checkPeer()s `checkRanks` (default: peers()).
+  // Returns the first error (progress, checkPeer or a completion) or a
+  // TIMEOUT after `timeoutS`.
+  Status drive(const std::vector<Completion*>& cs, double timeoutS = 20,
+               const std::vector<int>* checkRanks = nullptr);
+
+  std::function<bool(const std::string&, std::vector<std::string>*)> exchange;
+};
+
+// A body returns "" on success, else what went wrong.
+using Body = std::function<std::string(Rank&)>;
+
+// Runs `body` on every rank of the group; returns "rank i: what" for every
+// rank that failed (empty when all passed).
+std::vector<std::string> runGroup(const GroupSpec& spec, const Body& body);
+
+// Deterministic contents for checked messages.
+void fillPattern(void* buf, size_t len, uint64_t seed);
+// Offset of the first byte that differs from the pattern, or len.
+size_t checkPattern(const void* buf, size_t len, uint64_t seed);
+uint64_t randomU64();
+
+// A buffer without the cost of zero-filling (64 MiB messages).
+struct Buffer {
+  explicit Buffer(size_t n) : len(n), p(new char[n ? n : 1]) {}
+  size_t len;
+  std::unique_ptr<char[]> p;
+  char* data() { return p.get(); }
+};
+
+bool contains(const std::string& s, const std::string& sub);
+
+}  // namespace tpt
+}  // namespace weft
+
+// Inside a body: returns a failure line unless `cond` holds.
+#define TP_CHECK(cond, ...)                                                       \
+  do {                                                                            \
+    if (!(cond))                                                                  \
+      return ::weft::strFormat("%s:%d: %s failed: ", __FILE__, __LINE__, #cond) + \
+             ::weft::strFormat(__VA_ARGS__);                                      \
+  } while (0)
+
+// Inside a body: returns a failure line unless the Status is ok.
+#define TP_OK(expr)                                                                 \
+  do {                                                                              \
+    ::weft::Status _s = (expr);                                                     \
+    if (!_s.isOk())                                                                 \
+      return ::weft::strFormat("%s:%d: %s: code %d: %s", __FILE__, __LINE__, #expr, \
+                               static_cast<int>(_s.code()), _s.message().c_str());  \
+  } while (0)
+
+// A post: ok or inProgress.
+#define TP_POST(expr)                                                               \
+  do {                                                                              \
+    ::weft::Status _s = (expr);                                                     \
+    if (_s.code() != WEFT_SUCCESS && _s.code() != WEFT_IN_PROGRESS)                 \
+      return ::weft::strFormat("%s:%d: %s: code %d: %s", __FILE__, __LINE__, #expr, \
+                               static_cast<int>(_s.code()), _s.message().c_str());  \
+  } while (0)

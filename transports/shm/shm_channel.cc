@@ -1,0 +1,177 @@
+#include "transports/shm/shm_channel.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/log.h"
+
+namespace weft {
+namespace shm {
+
+ShmChannel::ShmChannel(int rank, int peer, std::string peerDesc, std::unique_ptr<Segment> out,
+                       std::unique_ptr<Segment> in)
+    : rank_(rank),
+      peer_(peer),
+      peerDesc_(std::move(peerDesc)),
+      out_(std::move(out)),
+      in_(std::move(in)),
+      outHdr_(out_->header()),
+      outSlots_(outHdr_->slots),
+      outSlotBytes_(outHdr_->slotBytes),
+      inHdr_(in_->header()),
+      inSlots_(inHdr_->slots),
+      inSlotBytes_(inHdr_->slotBytes) {}
+
+Status ShmChannel::checkPost(MemType mem) const {
+  if (aborted_) return Status(WEFT_ERR_ABORTED, "shm transport: shut down");
+  if (!failed_.isOk()) return failed_;
+  if (mem != MemType::Host) return invalidArgument("shm transport: device memory is not supported");
+  return Status::ok();
+}
+
+bool ShmChannel::pushSend(Op& op) {
+  do {
+    if (head_ - tailCache_ >= outSlots_) {
+      tailCache_ = outHdr_->tail.load(std::memory_order_acquire);
+      if (head_ - tailCache_ >= outSlots_) return false;
+    }
+    SlotHeader* s = out_->slot(headIdx_);
+    size_t part = std::min(outSlotBytes_, op.len - op.off);
+    s->tag = op.tag;
+    s->msgLen = op.len;
+    s->partLen = part;
+    s->seq = sendSeq_;
+    if (part) memcpy(Segment::payload(s), op.buf + op.off, part);
+    op.off += part;
+    ++head_;
+    if (++headIdx_ == outSlots_) headIdx_ = 0;
+    outHdr_->head.store(head_, std::memory_order_release);
+  } while (op.off < op.len);
+  ++sendSeq_;
+  return true;
+}
+
+Status ShmChannel::pullRecv(Op& op, bool* done) {
+  *done = false;
+  do {
+    if (tail_ == headCache_) {
+      headCache_ = inHdr_->head.load(std::memory_order_acquire);
+      if (tail_ == headCache_) return Status::ok();
+    }
+    const SlotHeader* s = in_->slot(tailIdx_);
+    if (s->tag != op.tag || s->msgLen != op.len) {
+      inHdr_->broken.store(1, std::memory_order_release);
+      return fail(invalidUsage(strFormat(
+          "mismatched message from %s to rank %d (shm): recv #%llu expects tag 0x%llx and %zu "
+          "bytes, rank %d sent tag 0x%llx and %llu bytes (mismatched collectives?)",
+          peerDesc_.c_str(), rank_, static_cast<unsigned long long>(recvSeq_),
+          static_cast<unsigned long long>(op.tag), op.len, peer_,
+          static_cast<unsigned long long>(s->tag), static_cast<unsigned long long>(s->msgLen))));
+    }
+    size_t part = std::min(inSlotBytes_, op.len - op.off);
+    if (s->seq != recvSeq_ || s->partLen != part) {
+      inHdr_->broken.store(1, std::memory_order_release);
+      return fail(
+          Status(WEFT_ERR_INTERNAL,
+                 strFormat("corrupt shm FIFO from %s to rank %d: slot of message #%llu "
+                           "(%llu bytes) where #%llu (%zu bytes) was expected",
+                           peerDesc_.c_str(), rank_, static_cast<unsigned long long>(s->seq),
+                           static_cast<unsigned long long>(s->partLen),
+                           static_cast<unsigned long long>(recvSeq_), part)));
+    }
+    if (part) memcpy(op.buf + op.off, Segment::payload(const_cast<SlotHeader*>(s)), part);
+    op.off += part;
+    ++tail_;
+    if (++tailIdx_ == inSlots_) tailIdx_ = 0;
+    inHdr_->tail.store(tail_, std::memory_order_release);
+  } while (op.off < op.len);
+  ++recvSeq_;
+  *done = true;
+  return Status::ok();
+}
+
+Status ShmChannel::postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
+  WEFT_RETURN_IF_ERROR(checkPost(mem));
+  Op op{static_cast<char*>(const_cast<void*>(buf)), len, 0, tag, c};
+  if (sends_.empty() && pushSend(op)) {
+    c->finish();
+    return Status::ok();
+  }
+  sends_.push_back(op);
+  return Status::inProgress();
+}
+
+Status ShmChannel::postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
+  WEFT_RETURN_IF_ERROR(checkPost(mem));
+  Op op{static_cast<char*>(buf), len, 0, tag, c};
+  if (recvs_.empty()) {
+    bool done = false;
+    Status st = pullRecv(op, &done);
+    if (st.isError()) {
+      c->finish(st);
+      return st;
+    }
+    if (done) {
+      c->finish();
+      return Status::ok();
+    }
+  }
+  recvs_.push_back(op);
+  return Status::inProgress();
+}
+
+Status ShmChannel::progress() {
+  if (aborted_) return Status::ok();
+  if (!failed_.isOk()) return failed_;
+  while (!sends_.empty()) {
+    Op& op = sends_.front();
+    if (!pushSend(op)) {
+      if (outHdr_->broken.load(std::memory_order_acquire))
+        return fail(
+            invalidUsage(strFormat("%s reported a mismatched message from rank %d (shm; mismatched "
+                                   "collectives?)",
+                                   peerDesc_.c_str(), rank_)));
+      break;
+    }
+    Completion* c = op.c;
+    sends_.pop_front();
+    c->finish();
+  }
+  while (!recvs_.empty()) {
+    Op& op = recvs_.front();
+    bool done = false;
+    WEFT_RETURN_IF_ERROR(pullRecv(op, &done));
+    if (!done) break;
+    Completion* c = op.c;
+    recvs_.pop_front();
+    c->finish();
+  }
+  return Status::ok();
+}
+
+Status ShmChannel::fail(const Status& st) {
+  if (failed_.isOk()) {
+    failed_ = st;
+    WEFT_WARN(kTransport, "%s", st.message().c_str());
+  }
+  while (!sends_.empty()) {
+    sends_.front().c->finish(st);
+    sends_.pop_front();
+  }
+  while (!recvs_.empty()) {
+    recvs_.front().c->finish(st);
+    recvs_.pop_front();
+  }
+  return st;
+}
+
+void ShmChannel::abort() {
+  aborted_ = true;
+  sends_.clear();
+  recvs_.clear();
+  out_->close();
+  in_->close();
+}
+
+}  // namespace shm
+}  // namespace weft

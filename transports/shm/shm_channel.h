@@ -1,0 +1,81 @@
+// ShmChannel: the data path between this rank and one peer on the same host,
+// over two FIFOs (shm_segment.h): `out` to the peer, `in` from it. Posted
+// operations wait in FIFOs and are matched in order; a send copies into free
+// slots at once, a recv copies out of filled slots; whatever does not fit is
+// continued by progress(). No system call on this path.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "transports/self/ring_queue.h"
+#include "transports/shm/shm_segment.h"
+#include "transports/transport.h"
+
+namespace weft {
+namespace shm {
+
+class ShmChannel {
+ public:
+  // `peerDesc` names the peer in errors: "rank 3 (pid 1234 on host x)".
+  ShmChannel(int rank, int peer, std::string peerDesc, std::unique_ptr<Segment> out,
+             std::unique_ptr<Segment> in);
+
+  Status postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c);
+  Status postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c);
+  // Advances both directions; returns the channel's error once it failed.
+  Status progress();
+  // Puts the channel in the failed state: every pending operation completes
+  // with `st`, later posts return it. Returns `st`.
+  Status fail(const Status& st);
+  const Status& failed() const { return failed_; }
+  // Drops pending operations, unmaps both FIFOs; later posts fail.
+  void abort();
+
+ private:
+  struct Op {
+    char* buf = nullptr;
+    size_t len = 0;
+    size_t off = 0;
+    uint64_t tag = 0;
+    Completion* c = nullptr;
+  };
+
+  bool pushSend(Op& op);                // true once the whole message is in slots
+  Status pullRecv(Op& op, bool* done);  // copies out what has arrived
+  Status checkPost(MemType mem) const;
+
+  int rank_;
+  int peer_;
+  std::string peerDesc_;
+  std::unique_ptr<Segment> out_;
+  std::unique_ptr<Segment> in_;
+
+  // Sender side (out_).
+  FifoHeader* outHdr_;
+  uint32_t outSlots_;
+  size_t outSlotBytes_;
+  uint64_t head_ = 0;       // slots published
+  uint32_t headIdx_ = 0;    // head_ % outSlots_
+  uint64_t tailCache_ = 0;  // last tail seen
+  uint64_t sendSeq_ = 0;
+
+  // Receiver side (in_).
+  FifoHeader* inHdr_;
+  uint32_t inSlots_;
+  size_t inSlotBytes_;
+  uint64_t tail_ = 0;       // slots consumed
+  uint32_t tailIdx_ = 0;    // tail_ % inSlots_
+  uint64_t headCache_ = 0;  // last head seen
+  uint64_t recvSeq_ = 0;
+
+  RingQueue<Op> sends_;
+  RingQueue<Op> recvs_;
+  Status failed_;
+  bool aborted_ = false;
+};
+
+}  // namespace shm
+}  // namespace weft

@@ -1,0 +1,124 @@
+// Shared-memory FIFOs of the shm transport: one POSIX shared-memory segment
+// per directed pair of ranks (src -> dst), created by the receiver (dst) and
+// mapped by the sender (src). The segment is a single-producer single-consumer
+// ring of fixed-size slots:
+//
+//   FifoHeader (3 cache lines: constants + handshake flags | head | tail)
+//   slot 0: SlotHeader (one cache line) + slotBytes of payload
+//   slot 1: ...
+//
+// The sender fills slot head % slots and then publishes head + 1 (release);
+// the receiver reads slots below head (acquire), copies them out and
+// publishes tail + 1 (release), which frees the slot for the sender. head
+// and tail only grow. A message of L bytes takes max(1, ceil(L / slotBytes))
+// consecutive slots; each slot names the message's tag, total length and the
+// payload bytes it carries.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+
+namespace weft {
+namespace shm {
+
+constexpr uint32_t kSegMagic = 0x5753484d;  // "WSHM"
+constexpr uint32_t kSegVersion = 1;
+constexpr size_t kCacheLine = 64;
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "shm FIFO needs lock-free atomics");
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "shm FIFO needs lock-free atomics");
+
+struct alignas(kCacheLine) FifoHeader {
+  uint32_t magic;
+  uint32_t version;
+  uint32_t slots;
+  int32_t src;
+  int32_t dst;
+  int32_t creatorPid;
+  uint64_t slotBytes;              // payload bytes per slot
+  uint64_t slotStride;             // bytes from one slot to the next (header + payload, padded)
+  std::atomic<uint32_t> attached;  // set by the sender once it mapped the segment
+  std::atomic<uint32_t> broken;    // set by the receiver on a protocol error
+  alignas(kCacheLine) std::atomic<uint64_t> head;  // slots published (sender writes)
+  alignas(kCacheLine) std::atomic<uint64_t> tail;  // slots consumed (receiver writes)
+};
+
+struct alignas(kCacheLine) SlotHeader {
+  uint64_t tag;
+  uint64_t msgLen;
+  uint64_t partLen;
+  uint64_t seq;  // message number on this FIFO, to detect a desynchronized stream
+};
+
+// "/weft-<hash of secret and commId>-<src>-<dst>". The secret itself never
+// appears in /dev/shm.
+std::string segmentName(uint64_t secret, uint64_t commId, int src, int dst);
+// The common prefix of every segment of one communicator ("/weft-<hash>-").
+std::string segmentPrefix(uint64_t secret, uint64_t commId);
+size_t segmentBytes(uint32_t slots, size_t slotBytes);
+
+// One mapped segment. The creator unlinks it (unlink(), or close() at the
+// latest); close() also unmaps.
+class Segment {
+ public:
+  Segment() = default;
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+  ~Segment() { close(); }
+
+  // Receiver side: creates (O_EXCL, mode 0600), sizes (sparse) and maps the
+  // segment and initializes its header.
+  Status create(const std::string& name, int src, int dst, uint32_t slots, size_t slotBytes);
+  // Commits the memory (posix_fallocate) so that touching a slot can never
+  // raise SIGBUS later when /dev/shm fills up.
+  Status reserve();
+  // Sender side: opens and maps an existing segment and checks its header.
+  // *missing is set (with an ok status) when it does not exist yet.
+  Status open(const std::string& name, int src, int dst, bool* missing);
+
+  void unlink();  // removes the name (creator only; idempotent)
+  void close();   // unlink() + munmap + close
+
+  bool linked() const { return linked_; }
+  const std::string& name() const { return name_; }
+  FifoHeader* header() const { return static_cast<FifoHeader*>(base_); }
+  SlotHeader* slot(uint64_t i) const {
+    return reinterpret_cast<SlotHeader*>(static_cast<char*>(base_) + sizeof(FifoHeader) +
+                                         i * header()->slotStride);
+  }
+  static char* payload(SlotHeader* s) { return reinterpret_cast<char*>(s) + sizeof(SlotHeader); }
+
+ private:
+  std::string name_;
+  int fd_ = -1;
+  void* base_ = nullptr;
+  size_t size_ = 0;
+  bool creator_ = false;
+  bool linked_ = false;
+};
+
+// Watches a peer process: exited() is true once it terminated (zombies
+// included). Uses a pidfd when the kernel has one, else kill(pid, 0) and
+// /proc/<pid>/stat. A peer in this very process (threads) never exits alone.
+class PidWatch {
+ public:
+  PidWatch() = default;
+  PidWatch(const PidWatch&) = delete;
+  PidWatch& operator=(const PidWatch&) = delete;
+  ~PidWatch();
+  void watch(int pid);
+  bool exited() const;
+  int pid() const { return pid_; }
+
+ private:
+  int pid_ = 0;
+  int pidfd_ = -1;
+  bool self_ = false;
+};
+
+}  // namespace shm
+}  // namespace weft

@@ -1,0 +1,261 @@
+// The shm transport: ranks of one host exchange messages through FIFOs in
+// POSIX shared memory (shm_segment.h, shm_channel.h).
+//
+// Setup: localAddress() creates, as receiver, one FIFO from every other rank
+// of this host. connect() opens, as sender, the FIFO that each peer created
+// for us and raises its `attached` flag; it then waits (bounded by the
+// bootstrap timeout) until every peer has attached to our FIFOs and unlinks
+// each as soon as it is, so no name survives connect() (or the transport, on
+// failure). Peer death is seen by checkPeer() through a pidfd.
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "transports/shm/shm_channel.h"
+#include "transports/shm/shm_segment.h"
+#include "transports/transport.h"
+
+namespace weft {
+namespace shm {
+namespace {
+
+constexpr uint32_t kBlobMagic = 0x5753424c;  // "WSBL"
+
+struct Blob {
+  uint32_t magic;
+  int32_t pid;
+  uint64_t hostHash;
+};
+
+class ShmEndpoint : public Endpoint {
+ public:
+  explicit ShmEndpoint(std::shared_ptr<ShmChannel> ch) : ch_(std::move(ch)) {}
+  Status postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) override {
+    return ch_->postSend(buf, len, tag, mem, c);
+  }
+  Status postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) override {
+    return ch_->postRecv(buf, len, tag, mem, c);
+  }
+
+ private:
+  std::shared_ptr<ShmChannel> ch_;
+};
+
+class ShmTransport : public Transport {
+ public:
+  explicit ShmTransport(const TransportContext& ctx)
+      : ctx_(ctx),
+        hostHash_(static_cast<size_t>(ctx.rank) < ctx.peers.size() ? ctx.peers[ctx.rank].hostHash
+                                                                   : 0) {}
+  ~ShmTransport() override { shutdown(); }
+
+  const char* name() const override { return "shm"; }
+  bool canReach(const PeerInfo& peer) const override {
+    return peer.rank != ctx_.rank && peer.hostHash == hostHash_;
+  }
+  TransportCaps caps() const override {
+    TransportCaps c;
+    size_t half = ctx_.config.shmSlots > 1 ? static_cast<size_t>(ctx_.config.shmSlots) / 2 : 1;
+    c.preferredChunk = ctx_.config.shmSlotBytes * half;
+    c.bandwidthGBs = 8.0;
+    c.latencyUs = 0.5;
+    return c;
+  }
+
+  Status localAddress(std::string* blob) override {
+    if (addressed_) return invalidUsage("shm transport: localAddress() called twice");
+    addressed_ = true;
+    if (ctx_.config.shmSlots < 1 || ctx_.config.shmSlotBytes < 1)
+      return invalidArgument("shm transport: WEFT_SHM_SLOTS and WEFT_SHM_SLOT_BYTES must be > 0");
+    incoming_.resize(ctx_.nranks);
+    for (const PeerInfo& p : ctx_.peers) {
+      if (p.rank < 0 || p.rank >= ctx_.nranks || !canReach(p)) continue;
+      auto seg = std::make_unique<Segment>();
+      WEFT_RETURN_IF_ERROR(
+          seg->create(segmentName(ctx_.secret, ctx_.commId, p.rank, ctx_.rank), p.rank, ctx_.rank,
+                      static_cast<uint32_t>(ctx_.config.shmSlots), ctx_.config.shmSlotBytes));
+      incoming_[p.rank] = std::move(seg);
+    }
+    Blob b{kBlobMagic, static_cast<int32_t>(getpid()), hostHash_};
+    blob->assign(reinterpret_cast<const char*>(&b), sizeof b);
+    return Status::ok();
+  }
+
+  Status connect(const std::vector<int>& peers, const std::vector<std::string>& blobs,
+                 std::vector<std::unique_ptr<Endpoint>>* eps) override {
+    Status st = connectImpl(peers, blobs, eps);
+    if (!st.isOk()) WEFT_WARN(kTransport, "%s", st.message().c_str());
+    // Whatever happened, no FIFO of ours may stay visible in /dev/shm.
+    for (auto& seg : incoming_)
+      if (seg) seg->close();
+    incoming_.clear();
+    return st;
+  }
+
+  Status progress() override {
+    Status first;
+    for (ShmChannel* ch : active_) {
+      Status st = ch->progress();
+      if (st.isError() && first.isOk()) first = st;
+    }
+    return first;
+  }
+
+  Status checkPeer(int peer) override {
+    if (peer < 0 || static_cast<size_t>(peer) >= channels_.size() || !channels_[peer])
+      return Status::ok();
+    ShmChannel& ch = *channels_[peer];
+    if (!ch.failed().isOk()) return ch.failed();
+    if (watches_[peer] && watches_[peer]->exited())
+      return ch.fail(Status(WEFT_ERR_REMOTE, describe(peer) + " exited"));
+    return Status::ok();
+  }
+
+  void shutdown() override {
+    for (auto& ch : channels_)
+      if (ch) ch->abort();
+    for (auto& seg : incoming_)
+      if (seg) seg->close();
+  }
+
+ private:
+  std::string describe(int p) const {
+    int pid = watches_.size() > static_cast<size_t>(p) && watches_[p] ? watches_[p]->pid() : 0;
+    const std::string& host =
+        static_cast<size_t>(p) < ctx_.peers.size() ? ctx_.peers[p].hostname : std::string();
+    return strFormat("rank %d (pid %d on host %s)", p, pid,
+                     host.empty() ? "localhost" : host.c_str());
+  }
+
+  Status connectImpl(const std::vector<int>& peers, const std::vector<std::string>& blobs,
+                     std::vector<std::unique_ptr<Endpoint>>* eps);
+  Status waitHandshake(const std::vector<int>& peers, std::vector<std::unique_ptr<Segment>>* out);
+
+  TransportContext ctx_;
+  uint64_t hostHash_;
+  bool addressed_ = false;
+  bool connected_ = false;
+  std::vector<std::unique_ptr<Segment>> incoming_;     // by sender rank, until connect
+  std::vector<std::shared_ptr<ShmChannel>> channels_;  // by peer rank
+  std::vector<ShmChannel*> active_;                    // the connected ones
+  std::vector<std::unique_ptr<PidWatch>> watches_;     // by peer rank
+};
+
+Status ShmTransport::connectImpl(const std::vector<int>& peers,
+                                 const std::vector<std::string>& blobs,
+                                 std::vector<std::unique_ptr<Endpoint>>* eps) {
+  if (!addressed_ || connected_)
+    return invalidUsage("shm transport: connect() needs one localAddress() first, once");
+  connected_ = true;
+  watches_.resize(ctx_.nranks);
+  std::vector<bool> wanted(ctx_.nranks, false);
+  for (int p : peers) {
+    if (p < 0 || p >= ctx_.nranks || p == ctx_.rank || !incoming_[p])
+      return invalidArgument(strFormat(
+          "shm transport: rank %d cannot reach rank %d (not on this host)", ctx_.rank, p));
+    if (static_cast<size_t>(p) >= blobs.size() || blobs[p].size() != sizeof(Blob))
+      return invalidArgument(strFormat("shm transport: bad address blob of rank %d", p));
+    Blob b;
+    memcpy(&b, blobs[p].data(), sizeof b);
+    if (b.magic != kBlobMagic || b.hostHash != hostHash_)
+      return invalidArgument(
+          strFormat("shm transport: address blob of rank %d is not from this host", p));
+    int pid = static_cast<size_t>(p) < ctx_.peers.size() && ctx_.peers[p].pid > 0
+                  ? ctx_.peers[p].pid
+                  : b.pid;
+    watches_[p] = std::make_unique<PidWatch>();
+    watches_[p]->watch(pid);
+    wanted[p] = true;
+  }
+  for (int p = 0; p < ctx_.nranks; ++p) {
+    if (!incoming_[p]) continue;
+    if (!wanted[p]) {
+      incoming_[p].reset();  // not connected through shm: unlink now
+      continue;
+    }
+    WEFT_RETURN_IF_ERROR(incoming_[p]->reserve());
+  }
+  std::vector<std::unique_ptr<Segment>> out(ctx_.nranks);
+  WEFT_RETURN_IF_ERROR(waitHandshake(peers, &out));
+  channels_.resize(ctx_.nranks);
+  if (eps->size() < static_cast<size_t>(ctx_.nranks)) eps->resize(ctx_.nranks);
+  for (int p : peers) {
+    channels_[p] = std::make_shared<ShmChannel>(ctx_.rank, p, describe(p), std::move(out[p]),
+                                                std::move(incoming_[p]));
+    (*eps)[p] = std::make_unique<ShmEndpoint>(channels_[p]);
+    active_.push_back(channels_[p].get());
+  }
+  WEFT_INFO(kTransport, "shm transport: rank %d connected to %zu peers (%d slots of %zu bytes)",
+            ctx_.rank, peers.size(), ctx_.config.shmSlots, ctx_.config.shmSlotBytes);
+  return Status::ok();
+}
+
+// Opens each peer's FIFO to us and waits until each peer opened ours;
+// unlinks ours as soon as its sender is attached.
+Status ShmTransport::waitHandshake(const std::vector<int>& peers,
+                                   std::vector<std::unique_ptr<Segment>>* out) {
+  Deadline dl(ctx_.config.bootstrapTimeoutS);
+  std::vector<bool> opened(ctx_.nranks, false), attached(ctx_.nranks, false);
+  int sleepUs = 10;
+  uint64_t nextLiveCheck = nowNs();
+  for (;;) {
+    bool all = true;
+    for (int p : peers) {
+      if (!opened[p]) {
+        auto seg = std::make_unique<Segment>();
+        bool missing = false;
+        WEFT_RETURN_IF_ERROR(
+            seg->open(segmentName(ctx_.secret, ctx_.commId, ctx_.rank, p), ctx_.rank, p, &missing));
+        if (missing) {
+          all = false;
+        } else {
+          seg->header()->attached.store(1, std::memory_order_release);
+          (*out)[p] = std::move(seg);
+          opened[p] = true;
+        }
+      }
+      if (!attached[p]) {
+        if (incoming_[p]->header()->attached.load(std::memory_order_acquire)) {
+          incoming_[p]->unlink();
+          attached[p] = true;
+        } else {
+          all = false;
+        }
+      }
+    }
+    if (all) return Status::ok();
+    bool expired = dl.expired();
+    if (expired || nowNs() >= nextLiveCheck) {
+      std::string missing;
+      for (int p : peers) {
+        if (opened[p] && attached[p]) continue;
+        if (watches_[p]->exited())
+          return Status(WEFT_ERR_REMOTE,
+                        strFormat("shm transport: rank %d connecting: ", ctx_.rank) + describe(p) +
+                            " exited");
+        missing += strFormat("%s%d (%s)", missing.empty() ? "" : ", ", p,
+                             !opened[p] ? "its FIFO to us does not exist" : "did not attach");
+      }
+      if (expired)
+        return Status(WEFT_ERR_TIMEOUT,
+                      strFormat("shm transport: rank %d timed out after %.1f s connecting; "
+                                "ranks still missing: %s",
+                                ctx_.rank, ctx_.config.bootstrapTimeoutS, missing.c_str()));
+      nextLiveCheck = nowNs() + 100 * 1000 * 1000;
+    }
+    usleep(sleepUs);
+    if (sleepUs < 1000) sleepUs *= 2;
+  }
+}
+
+}  // namespace
+}  // namespace shm
+
+std::unique_ptr<Transport> makeShmTransport(const TransportContext& ctx) {
+  return std::make_unique<shm::ShmTransport>(ctx);
+}
+
+}  // namespace weft

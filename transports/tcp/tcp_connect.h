@@ -1,0 +1,27 @@
+// Connection setup of the tcp transport: nsocks streams per pair of ranks,
+// the lower rank connecting to the higher one, each stream opened by a Hello
+// exchange (tcp_wire.h). The acceptor refuses, with a warning naming the
+// remote address, anything that is not a real peer: wrong magic, secret or
+// communicator, garbage, or silence for kHelloTimeoutS; it keeps waiting for
+// the real peers meanwhile. Everything is bounded by the bootstrap timeout.
+#pragma once
+
+#include <vector>
+
+#include "net/socket.h"
+#include "transports/transport.h"
+
+namespace weft {
+namespace tcp {
+
+constexpr int kSockBufBytes = 4 << 20;
+constexpr double kHelloTimeoutS = 5.0;
+
+// On success (*fds)[p][s] is stream s with peer p for every p in `peers`:
+// non-blocking, TCP_NODELAY, kSockBufBytes buffers. `addrs` is indexed by rank
+// (the listening addresses of the peers). On failure every socket is closed.
+Status establish(const TransportContext& ctx, int listenFd, const std::vector<int>& peers,
+                 const std::vector<net::Address>& addrs, std::vector<std::vector<int>>* fds);
+
+}  // namespace tcp
+}  // namespace weft

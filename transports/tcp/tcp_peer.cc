@@ -1,0 +1,344 @@
+#include "transports/tcp/tcp_peer.h"
+
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "core/log.h"
+
+namespace weft {
+namespace tcp {
+namespace {
+
+constexpr int kMaxIov = 64;
+constexpr size_t kHdr = sizeof(PartHeader);
+
+}  // namespace
+
+TcpPeer::TcpPeer(int rank, int peer, const net::Address& remote, const std::vector<int>& fds,
+                 int epfd, int64_t* pending)
+    : rank_(rank),
+      peer_(peer),
+      remote_(remote.toString()),
+      epfd_(epfd),
+      streams_(fds.size()),
+      nsocks_(static_cast<int>(fds.size())),
+      pending_(pending) {
+  for (size_t i = 0; i < fds.size(); ++i) {
+    streams_[i].fd = fds[i];
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.u64 = (static_cast<uint64_t>(peer) << 32) | i;
+    if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fds[i], &ev) != 0)
+      fail(systemError(strFormat("tcp transport: epoll_ctl(ADD) for rank %d", peer), errno));
+  }
+}
+
+TcpPeer::~TcpPeer() {
+  for (Stream& s : streams_) net::closeFd(&s.fd);
+}
+
+Status TcpPeer::checkPost(MemType mem) const {
+  if (aborted_) return Status(WEFT_ERR_ABORTED, "tcp transport: shut down");
+  if (!failed_.isOk()) return failed_;
+  if (mem != MemType::Host) return invalidArgument("tcp transport: device memory is not supported");
+  return Status::ok();
+}
+
+Status TcpPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
+  WEFT_RETURN_IF_ERROR(checkPost(mem));
+  const uint64_t seq = sendSeq_++;
+  const int n = numParts(len, nsocks_);
+  sendOps_.push_back({c, n});
+  ++*pending_;
+  const int first = static_cast<int>(seq % static_cast<uint64_t>(nsocks_));
+  int fresh[16];  // streams that were idle: write at once
+  int nfresh = 0;
+  for (int j = 0; j < n; ++j) {
+    int sock = (first + j) % nsocks_;
+    size_t off, plen;
+    partRange(len, n, j, &off, &plen);
+    SendPart p;
+    p.hdr = PartHeader{kDataMagic, static_cast<uint32_t>(seq), tag, len, plen};
+    p.data = static_cast<const char*>(buf) + off;
+    p.len = plen;
+    p.done = 0;
+    p.op = seq;
+    Stream& s = streams_[sock];
+    s.sendq.push_back(p);
+    if (s.sendq.size() == 1 && !s.hup && nfresh < 16) fresh[nfresh++] = sock;
+  }
+  for (int i = 0; i < nfresh; ++i) {
+    Status st = flushSend(streams_[fresh[i]]);
+    if (st.isError()) return st;
+  }
+  return seq < sendBase_ ? Status::ok() : Status::inProgress();
+}
+
+Status TcpPeer::postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
+  WEFT_RETURN_IF_ERROR(checkPost(mem));
+  const uint64_t seq = recvSeq_++;
+  const int n = numParts(len, nsocks_);
+  recvOps_.push_back({c, n});
+  ++*pending_;
+  const int first = static_cast<int>(seq % static_cast<uint64_t>(nsocks_));
+  for (int j = 0; j < n; ++j) {
+    size_t off, plen;
+    partRange(len, n, j, &off, &plen);
+    RecvPart p;
+    p.hdr = PartHeader{};
+    p.data = static_cast<char*>(buf) + off;
+    p.len = plen;
+    p.done = 0;
+    p.op = seq;
+    p.tag = tag;
+    p.msgLen = len;
+    streams_[(first + j) % nsocks_].recvq.push_back(p);
+  }
+  return Status::inProgress();
+}
+
+void TcpPeer::partDone(RingQueue<Op>& ops, uint64_t* base, uint64_t op) {
+  Op& o = ops[op - *base];
+  if (--o.partsLeft == 0) {
+    --*pending_;
+    o.c->finish();
+  }
+  while (!ops.empty() && ops.front().partsLeft == 0) {
+    ops.pop_front();
+    ++*base;
+  }
+}
+
+void TcpPeer::armOut(Stream& s, bool on) {
+  if (s.outArmed == on || s.hup) return;
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLRDHUP | (on ? static_cast<uint32_t>(EPOLLOUT) : 0u);
+  ev.data.u64 = (static_cast<uint64_t>(peer_) << 32) | static_cast<uint64_t>(&s - streams_.data());
+  if (epoll_ctl(epfd_, EPOLL_CTL_MOD, s.fd, &ev) == 0) s.outArmed = on;
+}
+
+void TcpPeer::markHup(Stream& s, int sock) {
+  if (s.hup) return;
+  epoll_ctl(epfd_, EPOLL_CTL_DEL, s.fd, nullptr);
+  s.hup = true;
+  s.outArmed = false;
+  ++hups_;
+  WEFT_TRACE(kTransport, "tcp transport: rank %d: rank %d closed stream %d", rank_, peer_, sock);
+}
+
+Status TcpPeer::flushSend(Stream& s) {
+  iovec iov[kMaxIov];
+  while (!s.sendq.empty()) {
+    int cnt = 0;
+    size_t total = 0;
+    for (size_t i = 0; i < s.sendq.size() && cnt + 2 <= kMaxIov; ++i) {
+      SendPart& p = s.sendq[i];
+      if (p.done < kHdr) {
+        iov[cnt++] = {reinterpret_cast<char*>(&p.hdr) + p.done, kHdr - p.done};
+        total += kHdr - p.done;
+      }
+      size_t dataDone = p.done > kHdr ? p.done - kHdr : 0;
+      if (p.len > dataDone) {
+        iov[cnt++] = {const_cast<char*>(p.data) + dataDone, p.len - dataDone};
+        total += p.len - dataDone;
+      }
+    }
+    msghdr m{};
+    m.msg_iov = iov;
+    m.msg_iovlen = static_cast<size_t>(cnt);
+    ssize_t n = sendmsg(s.fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        armOut(s, true);
+        return Status::ok();
+      }
+      return lost(strerror(errno));
+    }
+    size_t left = static_cast<size_t>(n);
+    while (!s.sendq.empty()) {
+      SendPart& p = s.sendq.front();
+      size_t take = std::min(left, kHdr + p.len - p.done);
+      p.done += take;
+      left -= take;
+      if (p.done < kHdr + p.len) break;
+      uint64_t op = p.op;
+      s.sendq.pop_front();
+      partDone(sendOps_, &sendBase_, op);
+    }
+    if (static_cast<size_t>(n) < total) {  // the socket buffer is full
+      armOut(s, true);
+      return Status::ok();
+    }
+  }
+  armOut(s, false);
+  return Status::ok();
+}
+
+Status TcpPeer::checkHeader(const RecvPart& p, int sock) {
+  const PartHeader& h = p.hdr;
+  if (h.magic != kDataMagic)
+    return fail(Status(WEFT_ERR_REMOTE,
+                       strFormat("garbage from rank %d (%s) on tcp stream %d to rank %d: bad "
+                                 "magic 0x%08x",
+                                 peer_, remote_.c_str(), sock, rank_, h.magic)));
+  if (h.tag != p.tag || h.msgLen != p.msgLen)
+    return fail(invalidUsage(strFormat(
+        "mismatched message from rank %d (tcp, %s) to rank %d: recv #%llu expects tag 0x%llx "
+        "and %llu bytes, rank %d sent tag 0x%llx and %llu bytes (mismatched collectives?)",
+        peer_, remote_.c_str(), rank_, static_cast<unsigned long long>(p.op),
+        static_cast<unsigned long long>(p.tag), static_cast<unsigned long long>(p.msgLen), peer_,
+        static_cast<unsigned long long>(h.tag), static_cast<unsigned long long>(h.msgLen))));
+  if (h.seq != static_cast<uint32_t>(p.op) || h.partLen != p.len)
+    return fail(Status(
+        WEFT_ERR_INTERNAL,
+        strFormat("tcp stream %d from rank %d (%s) to rank %d out of step: part of "
+                  "message #%u (%llu bytes) where #%u (%zu bytes) was expected",
+                  sock, peer_, remote_.c_str(), rank_, h.seq,
+                  static_cast<unsigned long long>(h.partLen), static_cast<uint32_t>(p.op), p.len)));
+  return Status::ok();
+}
+
+Status TcpPeer::flushRecv(Stream& s, int sock) {
+  iovec iov[kMaxIov];
+  while (!s.recvq.empty()) {
+    int cnt = 0;
+    size_t total = 0;
+    for (size_t i = 0; i < s.recvq.size() && cnt + 2 <= kMaxIov; ++i) {
+      RecvPart& p = s.recvq[i];
+      if (p.done < kHdr) {
+        iov[cnt++] = {reinterpret_cast<char*>(&p.hdr) + p.done, kHdr - p.done};
+        total += kHdr - p.done;
+      }
+      size_t dataDone = p.done > kHdr ? p.done - kHdr : 0;
+      if (p.len > dataDone) {
+        iov[cnt++] = {p.data + dataDone, p.len - dataDone};
+        total += p.len - dataDone;
+      }
+    }
+    ssize_t n = readv(s.fd, iov, cnt);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::ok();
+      return lost(strerror(errno));
+    }
+    if (n == 0) return lost("closed by the peer");
+    size_t left = static_cast<size_t>(n);
+    while (!s.recvq.empty() && left > 0) {
+      RecvPart& p = s.recvq.front();
+      bool hadHeader = p.done >= kHdr;
+      size_t take = std::min(left, kHdr + p.len - p.done);
+      p.done += take;
+      left -= take;
+      if (!hadHeader && p.done >= kHdr) WEFT_RETURN_IF_ERROR(checkHeader(p, sock));
+      if (p.done < kHdr + p.len) break;
+      uint64_t op = p.op;
+      s.recvq.pop_front();
+      partDone(recvOps_, &recvBase_, op);
+    }
+    if (static_cast<size_t>(n) < total) return Status::ok();  // drained
+  }
+  return Status::ok();
+}
+
+Status TcpPeer::onEvent(int sock, uint32_t events) {
+  if (aborted_ || !failed_.isOk() || sock < 0 || sock >= nsocks_) return failed_;
+  Stream& s = streams_[sock];
+  if ((events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && !s.sendq.empty())
+    WEFT_RETURN_IF_ERROR(flushSend(s));
+  if (!s.recvq.empty()) {
+    if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+      WEFT_RETURN_IF_ERROR(flushRecv(s, sock));
+  } else if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+    // Nothing posted: the bytes before the hangup (if any) stay for later
+    // recvs; stop watching the stream so a closed peer cannot spin us.
+    markHup(s, sock);
+  }
+  return Status::ok();
+}
+
+Status TcpPeer::pollHungUp() {
+  if (aborted_ || !failed_.isOk()) return failed_;
+  for (int i = 0; i < nsocks_; ++i) {
+    Stream& s = streams_[i];
+    if (!s.hup) continue;
+    if (!s.recvq.empty()) WEFT_RETURN_IF_ERROR(flushRecv(s, i));
+    if (!s.sendq.empty()) {
+      WEFT_RETURN_IF_ERROR(flushSend(s));
+      if (!s.sendq.empty()) return lost("closed by the peer while sending");
+    }
+  }
+  return Status::ok();
+}
+
+Status TcpPeer::check() {
+  if (aborted_ || !failed_.isOk()) return failed_;
+  for (Stream& s : streams_) {
+    if (s.hup) return lost("closed by the peer");
+    pollfd p{s.fd, POLLRDHUP, 0};
+    if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+      int err = 0;
+      socklen_t len = sizeof err;
+      getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      return lost(err ? strerror(err) : "closed by the peer");
+    }
+  }
+  return Status::ok();
+}
+
+Status TcpPeer::lost(const std::string& why) {
+  return fail(Status(WEFT_ERR_REMOTE, strFormat("connection to rank %d (%s) lost: %s", peer_,
+                                                remote_.c_str(), why.c_str())));
+}
+
+Status TcpPeer::fail(const Status& st) {
+  if (failed_.isOk()) {
+    failed_ = st;
+    WEFT_WARN(kTransport, "tcp transport: rank %d: %s", rank_, st.message().c_str());
+  }
+  for (Stream& s : streams_) {
+    s.sendq.clear();
+    s.recvq.clear();
+    if (!s.hup && s.fd >= 0) epoll_ctl(epfd_, EPOLL_CTL_DEL, s.fd, nullptr);
+    s.hup = true;  // out of the epoll set for good
+  }
+  hups_ = 0;
+  dropOps(sendOps_, &st);
+  dropOps(recvOps_, &st);
+  sendBase_ = sendSeq_;
+  recvBase_ = recvSeq_;
+  return st;
+}
+
+// Forgets every operation; completes the unfinished ones with *st if given.
+void TcpPeer::dropOps(RingQueue<Op>& ops, const Status* st) {
+  while (!ops.empty()) {
+    if (ops.front().partsLeft > 0) {
+      --*pending_;
+      if (st) ops.front().c->finish(*st);
+    }
+    ops.pop_front();
+  }
+}
+
+void TcpPeer::abort() {
+  aborted_ = true;
+  for (Stream& s : streams_) {
+    s.sendq.clear();
+    s.recvq.clear();
+    net::closeFd(&s.fd);
+  }
+  dropOps(sendOps_, nullptr);
+  dropOps(recvOps_, nullptr);
+  sendBase_ = sendSeq_;
+  recvBase_ = recvSeq_;
+}
+
+}  // namespace tcp
+}  // namespace weft

@@ -1,0 +1,109 @@
+// TcpPeer: the data path between this rank and one peer, over nsocks
+// non-blocking streams (tcp_wire.h). Each stream has a FIFO of parts to send
+// and a FIFO of parts to receive; the k-th part queued on a stream at one end
+// is the k-th at the other. Sends go out with sendmsg (header and payload of
+// as many queued parts as fit in one iovec array); receives are read with
+// readv straight into the posted buffers, and only when posted, so TCP flow
+// control holds back a sender that runs ahead.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "net/socket.h"
+#include "transports/self/ring_queue.h"
+#include "transports/tcp/tcp_wire.h"
+#include "transports/transport.h"
+
+namespace weft {
+namespace tcp {
+
+class TcpPeer {
+ public:
+  // Takes ownership of `fds` (one per stream) and registers them in `epfd`
+  // with data.u64 = (peer << 32) | stream. `*pending` counts the operations
+  // not yet completed, over every peer of the transport.
+  TcpPeer(int rank, int peer, const net::Address& remote, const std::vector<int>& fds, int epfd,
+          int64_t* pending);
+  ~TcpPeer();
+  TcpPeer(const TcpPeer&) = delete;
+  TcpPeer& operator=(const TcpPeer&) = delete;
+
+  Status postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c);
+  Status postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c);
+  // An epoll event on stream `sock`.
+  Status onEvent(int sock, uint32_t events);
+  // Streams the peer hung up on are out of the epoll set; progress() calls
+  // this to serve them while they have pending work.
+  bool needsPolling() const { return hups_ > 0; }
+  Status pollHungUp();
+  // Whether every stream is still open (checkPeer).
+  Status check();
+  // Closes everything; pending operations are dropped, later posts fail.
+  void abort();
+  const Status& failed() const { return failed_; }
+
+ private:
+  struct SendPart {
+    PartHeader hdr;
+    const char* data;
+    size_t len;   // payload bytes
+    size_t done;  // bytes of header + payload written
+    uint64_t op;  // message number
+  };
+  struct RecvPart {
+    PartHeader hdr;  // read from the wire
+    char* data;
+    size_t len;  // payload bytes expected
+    size_t done;
+    uint64_t op;
+    uint64_t tag;     // expected
+    uint64_t msgLen;  // expected
+  };
+  struct Op {
+    Completion* c;
+    int partsLeft;
+  };
+  struct Stream {
+    int fd = -1;
+    RingQueue<SendPart> sendq;
+    RingQueue<RecvPart> recvq;
+    bool outArmed = false;  // EPOLLOUT in the epoll set
+    bool hup = false;       // peer hung up; removed from the epoll set
+  };
+
+  Status checkPost(MemType mem) const;
+  Status flushSend(Stream& s);
+  Status flushRecv(Stream& s, int sock);
+  Status checkHeader(const RecvPart& p, int sock);
+  void partDone(RingQueue<Op>& ops, uint64_t* base, uint64_t op);
+  void dropOps(RingQueue<Op>& ops, const Status* st);
+  void armOut(Stream& s, bool on);
+  void markHup(Stream& s, int sock);
+  Status lost(const std::string& why);
+  Status fail(const Status& st);
+
+  int rank_;
+  int peer_;
+  std::string remote_;  // "10.0.0.2:4567"
+  int epfd_;
+  std::vector<Stream> streams_;
+  int nsocks_;
+  RingQueue<Op> sendOps_;
+  RingQueue<Op> recvOps_;
+  uint64_t sendBase_ = 0;  // message number of sendOps_.front()
+  uint64_t recvBase_ = 0;
+  uint64_t sendSeq_ = 0;  // next message number
+  uint64_t recvSeq_ = 0;
+  int hups_ = 0;
+  int64_t* pending_;
+  Status failed_;
+  bool aborted_ = false;
+};
+
+}  // namespace tcp
+}  // namespace weft

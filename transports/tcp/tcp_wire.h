@@ -1,0 +1,74 @@
+// What the tcp transport puts on the wire. Both ends are the same build on
+// the same architecture (little-endian x86-64 / aarch64), so the structs
+// travel as they are laid out in memory; every field has a fixed size.
+//
+// Connection setup: the connecting rank (the lower one) sends a Hello, the
+// accepting rank checks it and answers with its own Hello; both then treat
+// the socket as one of the nsocks data streams of that pair.
+//
+// Data: a message of msgLen bytes is cut into tcpNumParts() contiguous parts;
+// part j travels on socket (seq + j) % nsocks, preceded by a PartHeader. The
+// receiver computes the same split from the posted length, so it knows which
+// socket carries which bytes before anything arrives.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace weft {
+namespace tcp {
+
+constexpr uint32_t kHelloMagic = 0x57544348;  // "WTCH"
+constexpr uint32_t kDataMagic = 0x57544344;   // "WTCD"
+constexpr uint32_t kBlobMagic = 0x5754424c;   // "WTBL"
+constexpr uint32_t kWireVersion = 1;
+
+struct Hello {
+  uint32_t magic;    // kHelloMagic
+  uint32_t version;  // kWireVersion
+  uint64_t secret;
+  uint64_t commId;
+  int32_t rank;       // the sender of this hello
+  int32_t sockIndex;  // which of the pair's streams this socket is
+  int32_t nsocks;     // streams per pair, must agree on both sides
+  uint32_t reserved;
+};
+static_assert(sizeof(Hello) == 40, "Hello layout");
+
+struct PartHeader {
+  uint32_t magic;  // kDataMagic
+  uint32_t seq;    // message number on this pair and direction (low 32 bits)
+  uint64_t tag;
+  uint64_t msgLen;   // the whole message
+  uint64_t partLen;  // the bytes that follow this header
+};
+static_assert(sizeof(PartHeader) == 32, "PartHeader layout");
+
+// The address blob published by localAddress().
+struct Blob {
+  uint32_t magic;  // kBlobMagic
+  uint32_t version;
+  unsigned char addr[32];  // net::Address::pack
+};
+static_assert(sizeof(Blob) == 40, "Blob layout");
+
+// Messages are split only when each part gets at least this much.
+constexpr size_t kMinPartBytes = 64 << 10;
+
+inline int numParts(size_t len, int nsocks) {
+  size_t n = len / kMinPartBytes;
+  if (n < 1) return 1;
+  return n < static_cast<size_t>(nsocks) ? static_cast<int>(n) : nsocks;
+}
+
+// Part j of a message of len bytes cut into n parts: [*off, *off + *plen).
+inline void partRange(size_t len, int n, int j, size_t* off, size_t* plen) {
+  size_t base = len / static_cast<size_t>(n);
+  size_t rem = len % static_cast<size_t>(n);
+  size_t uj = static_cast<size_t>(j);
+  *off = uj * base + (uj < rem ? uj : rem);
+  *plen = base + (uj < rem ? 1 : 0);
+}
+
+}  // namespace tcp
+}  // namespace weft
