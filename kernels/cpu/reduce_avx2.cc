@@ -1,0 +1,459 @@
+// AVX2 (+F16C) host reduction kernels. Every function that uses a vector
+// instruction carries the target attribute, so this file builds without
+// -mavx2 and its code only runs when reduce.cc found the CPU able to.
+//
+// The kernels give the same bits as the portable ones of reduce.cc (the tests
+// compare them): each vector op below mirrors the scalar definition in
+// kernels/ops.h, and element tails reuse those scalar functors. There is no
+// multiply feeding an add, so FP contraction into FMA cannot change a result.
+#include "kernels/cpu/dispatch.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <utility>
+
+#define WEFT_AVX2 __attribute__((target("avx2,f16c,fma")))
+#define WEFT_AVX2_INL __attribute__((target("avx2,f16c,fma"), always_inline)) inline
+
+namespace weft {
+namespace cpu {
+namespace {
+
+// ---- Float lanes: float itself and every narrow type combines here ---------
+
+struct Ps8 {
+  using V = __m256;
+  static constexpr size_t W = 8;
+  static WEFT_AVX2_INL V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static WEFT_AVX2_INL V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static WEFT_AVX2_INL V div(V a, V b) { return _mm256_div_ps(a, b); }
+  static WEFT_AVX2_INL V splat(float x) { return _mm256_set1_ps(x); }
+  // minps(a, b) = a < b ? a : b; then equal operands give a|b (-0 wins) and a
+  // NaN in b gives a: exactly accMin of ops.h.
+  static WEFT_AVX2_INL V min(V a, V b) {
+    V r = _mm256_min_ps(a, b);
+    r = _mm256_blendv_ps(r, _mm256_or_ps(a, b), _mm256_cmp_ps(a, b, _CMP_EQ_OQ));
+    return _mm256_blendv_ps(r, a, _mm256_cmp_ps(b, b, _CMP_UNORD_Q));
+  }
+  static WEFT_AVX2_INL V max(V a, V b) {
+    V r = _mm256_max_ps(a, b);
+    r = _mm256_blendv_ps(r, _mm256_and_ps(a, b), _mm256_cmp_ps(a, b, _CMP_EQ_OQ));
+    return _mm256_blendv_ps(r, a, _mm256_cmp_ps(b, b, _CMP_UNORD_Q));
+  }
+};
+
+// Each element type: load / store of W elements (storeNT: non-temporal, to a
+// 32-byte aligned vector; only where kStreamable).
+struct F32 : Ps8 {
+  using T = float;
+  static constexpr bool kStreamable = true;
+  static WEFT_AVX2_INL V load(const T* p) { return _mm256_loadu_ps(p); }
+  static WEFT_AVX2_INL void store(T* p, V v) { _mm256_storeu_ps(p, v); }
+  static WEFT_AVX2_INL void storeNT(T* p, V v) { _mm256_stream_ps(p, v); }
+};
+
+struct F16 : Ps8 {
+  using T = half_t;
+  static constexpr bool kStreamable = true;
+  static WEFT_AVX2_INL V load(const T* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static WEFT_AVX2_INL void store(T* p, V v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
+  static WEFT_AVX2_INL void storeNT(T* p, V v) {
+    _mm_stream_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
+};
+
+struct BF16 : Ps8 {
+  using T = bf16_t;
+  static constexpr bool kStreamable = true;
+  static WEFT_AVX2_INL V load(const T* p) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  // Round to nearest even by adding 0x7fff + lsb; NaNs keep their top bits
+  // and come back quiet.
+  static WEFT_AVX2_INL __m128i pack(V v) {
+    const __m256i x = _mm256_castps_si256(v);
+    const __m256i hi = _mm256_srli_epi32(x, 16);
+    const __m256i bias =
+        _mm256_add_epi32(_mm256_set1_epi32(0x7fff), _mm256_and_si256(hi, _mm256_set1_epi32(1)));
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(x, bias), 16);
+    const __m256i nan = _mm256_or_si256(hi, _mm256_set1_epi32(0x40));
+    r = _mm256_blendv_epi8(r, nan, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+    return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+  }
+  static WEFT_AVX2_INL void store(T* p, V v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), pack(v));
+  }
+  static WEFT_AVX2_INL void storeNT(T* p, V v) {
+    _mm_stream_si128(reinterpret_cast<__m128i*>(p), pack(v));
+  }
+};
+
+// float -> fp8 code, the vector twin of floatToFp8e4m3 / floatToFp8e5m2.
+// Normal results round in integer arithmetic as detail::roundMagnitude does;
+// subnormal ones scale |x| by the inverse quantum (a power of two: exact) and
+// round with an explicit nearest-even (MXCSR's mode plays no part).
+template <int MB, int BIAS, uint32_t kMaxBits, uint32_t kMaxCode, bool kE4M3>
+WEFT_AVX2_INL __m256i encodeFp8(__m256 v) {
+  const __m256i x = _mm256_castps_si256(v);
+  const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(x, 24), _mm256_set1_epi32(0x80));
+  const __m256i a = _mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff));
+  // Normal: (a + half-ulp - 1 + lsb - rebias) >> (23 - MB).
+  constexpr int kRound = (1 << (22 - MB)) - 1 - ((127 - BIAS) << 23);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(a, 23 - MB), _mm256_set1_epi32(1));
+  const __m256i rn = _mm256_srli_epi32(
+      _mm256_add_epi32(a, _mm256_add_epi32(lsb, _mm256_set1_epi32(kRound))), 23 - MB);
+  // Subnormal: round(|x| / 2^(1-BIAS-MB)); 2^MB (the smallest normal) may come out.
+  const float kInvQuantum = static_cast<float>(1u << (BIAS + MB - 1));
+  const __m256 scaled = _mm256_mul_ps(_mm256_castsi256_ps(a), _mm256_set1_ps(kInvQuantum));
+  const __m256i rs =
+      _mm256_cvttps_epi32(_mm256_round_ps(scaled, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  const __m256i minNormal = _mm256_set1_epi32((127 - BIAS + 1) << 23);
+  __m256i r = _mm256_blendv_epi8(rn, rs, _mm256_cmpgt_epi32(minNormal, a));
+  r = _mm256_blendv_epi8(r, _mm256_set1_epi32(kMaxCode),
+                         _mm256_cmpgt_epi32(a, _mm256_set1_epi32(kMaxBits - 1)));
+  __m256i nan;
+  if constexpr (kE4M3) {
+    nan = _mm256_set1_epi32(0x7f);
+  } else {
+    __m256i payload = _mm256_and_si256(_mm256_srli_epi32(a, 21), _mm256_set1_epi32(3));
+    payload = _mm256_blendv_epi8(payload, _mm256_set1_epi32(2),
+                                 _mm256_cmpeq_epi32(payload, _mm256_setzero_si256()));
+    nan = _mm256_or_si256(payload, _mm256_set1_epi32(0x7c));
+  }
+  r = _mm256_blendv_epi8(r, nan, _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7f800000)));
+  return _mm256_or_si256(r, sign);
+}
+
+template <bool kE4M3>
+struct Fp8 : Ps8 {
+  using T = std::conditional_t<kE4M3, fp8e4m3_t, fp8e5m2_t>;
+  static constexpr bool kStreamable = false;  // compute-bound, 8-byte stores
+  static WEFT_AVX2_INL V load(const T* p) {
+    const __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x80)), 24);
+    const __m256i mag = _mm256_and_si256(c, _mm256_set1_epi32(0x7f));
+    constexpr int kMb = kE4M3 ? 3 : 2;
+    constexpr int kBias = kE4M3 ? 7 : 15;
+    const __m256i normal =
+        _mm256_add_epi32(_mm256_slli_epi32(mag, 23 - kMb), _mm256_set1_epi32((127 - kBias) << 23));
+    const float quantum = kE4M3 ? 0.001953125f : 1.52587890625e-5f;  // 2^-9, 2^-16
+    const __m256i sub =
+        _mm256_castps_si256(_mm256_mul_ps(_mm256_cvtepi32_ps(mag), _mm256_set1_ps(quantum)));
+    __m256i r =
+        _mm256_blendv_epi8(normal, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(1 << kMb), mag));
+    if constexpr (kE4M3) {
+      r = _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7fc00000),
+                             _mm256_cmpeq_epi32(mag, _mm256_set1_epi32(0x7f)));
+    } else {
+      const __m256i special =
+          _mm256_or_si256(_mm256_set1_epi32(0x7f800000),
+                          _mm256_slli_epi32(_mm256_and_si256(mag, _mm256_set1_epi32(3)), 21));
+      r = _mm256_blendv_epi8(r, special, _mm256_cmpgt_epi32(mag, _mm256_set1_epi32(0x7b)));
+    }
+    return _mm256_castsi256_ps(_mm256_or_si256(r, sign));
+  }
+  static WEFT_AVX2_INL void store(T* p, V v) {
+    const __m256i c = kE4M3 ? encodeFp8<3, 7, 0x43e00000u, 0x7e, true>(v)
+                            : encodeFp8<2, 15, 0x47600000u, 0x7b, false>(v);
+    __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+    w = _mm_packus_epi16(w, w);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p), w);
+  }
+};
+
+// ---- Double lanes -------------------------------------------------------------
+
+struct F64 {
+  using T = double;
+  using V = __m256d;
+  static constexpr size_t W = 4;
+  static WEFT_AVX2_INL V load(const T* p) { return _mm256_loadu_pd(p); }
+  static constexpr bool kStreamable = true;
+  static WEFT_AVX2_INL void store(T* p, V v) { _mm256_storeu_pd(p, v); }
+  static WEFT_AVX2_INL void storeNT(T* p, V v) { _mm256_stream_pd(p, v); }
+  static WEFT_AVX2_INL V add(V a, V b) { return _mm256_add_pd(a, b); }
+  static WEFT_AVX2_INL V mul(V a, V b) { return _mm256_mul_pd(a, b); }
+  static WEFT_AVX2_INL V div(V a, V b) { return _mm256_div_pd(a, b); }
+  static WEFT_AVX2_INL V splat(double x) { return _mm256_set1_pd(x); }
+  static WEFT_AVX2_INL V min(V a, V b) {
+    V r = _mm256_min_pd(a, b);
+    r = _mm256_blendv_pd(r, _mm256_or_pd(a, b), _mm256_cmp_pd(a, b, _CMP_EQ_OQ));
+    return _mm256_blendv_pd(r, a, _mm256_cmp_pd(b, b, _CMP_UNORD_Q));
+  }
+  static WEFT_AVX2_INL V max(V a, V b) {
+    V r = _mm256_max_pd(a, b);
+    r = _mm256_blendv_pd(r, _mm256_and_pd(a, b), _mm256_cmp_pd(a, b, _CMP_EQ_OQ));
+    return _mm256_blendv_pd(r, a, _mm256_cmp_pd(b, b, _CMP_UNORD_Q));
+  }
+};
+
+// ---- Integer lanes (wrap-around arithmetic) -----------------------------------
+
+template <typename TT>
+struct IntBase {
+  using T = TT;
+  using V = __m256i;
+  static constexpr size_t W = 32 / sizeof(TT);
+  static WEFT_AVX2_INL V load(const T* p) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  }
+  static constexpr bool kStreamable = true;
+  static WEFT_AVX2_INL void store(T* p, V v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v);
+  }
+  static WEFT_AVX2_INL void storeNT(T* p, V v) {
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p), v);
+  }
+};
+
+// No 8-bit multiply: even bytes from a 16-bit multiply, odd bytes from one of
+// the shifted-down halves.
+WEFT_AVX2_INL __m256i mul8(__m256i a, __m256i b) {
+  const __m256i even = _mm256_mullo_epi16(a, b);
+  const __m256i odd = _mm256_mullo_epi16(_mm256_srli_epi16(a, 8), _mm256_srli_epi16(b, 8));
+  return _mm256_or_si256(_mm256_and_si256(even, _mm256_set1_epi16(0x00ff)),
+                         _mm256_slli_epi16(odd, 8));
+}
+
+// Low 64 bits of a 64x64 product from 32x32->64 multiplies.
+WEFT_AVX2_INL __m256i mul64(__m256i a, __m256i b) {
+  const __m256i lo = _mm256_mul_epu32(a, b);
+  const __m256i cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(a, 32), b),
+                                         _mm256_mul_epu32(a, _mm256_srli_epi64(b, 32)));
+  return _mm256_add_epi64(lo, _mm256_slli_epi64(cross, 32));
+}
+
+struct I8 : IntBase<int8_t> {
+  static WEFT_AVX2_INL V add(V a, V b) { return _mm256_add_epi8(a, b); }
+  static WEFT_AVX2_INL V mul(V a, V b) { return mul8(a, b); }
+  static WEFT_AVX2_INL V min(V a, V b) { return _mm256_min_epi8(a, b); }
+  static WEFT_AVX2_INL V max(V a, V b) { return _mm256_max_epi8(a, b); }
+};
+struct U8 : IntBase<uint8_t> {
+  static WEFT_AVX2_INL V add(V a, V b) { return _mm256_add_epi8(a, b); }
+  static WEFT_AVX2_INL V mul(V a, V b) { return mul8(a, b); }
+  static WEFT_AVX2_INL V min(V a, V b) { return _mm256_min_epu8(a, b); }
+  static WEFT_AVX2_INL V max(V a, V b) { return _mm256_max_epu8(a, b); }
+};
+struct I32 : IntBase<int32_t> {
+  static WEFT_AVX2_INL V add(V a, V b) { return _mm256_add_epi32(a, b); }
+  static WEFT_AVX2_INL V mul(V a, V b) { return _mm256_mullo_epi32(a, b); }
+  static WEFT_AVX2_INL V min(V a, V b) { return _mm256_min_epi32(a, b); }
+  static WEFT_AVX2_INL V max(V a, V b) { return _mm256_max_epi32(a, b); }
+};
+struct U32 : IntBase<uint32_t> {
+  static WEFT_AVX2_INL V add(V a, V b) { return _mm256_add_epi32(a, b); }
+  static WEFT_AVX2_INL V mul(V a, V b) { return _mm256_mullo_epi32(a, b); }
+  static WEFT_AVX2_INL V min(V a, V b) { return _mm256_min_epu32(a, b); }
+  static WEFT_AVX2_INL V max(V a, V b) { return _mm256_max_epu32(a, b); }
+};
+// 64-bit compares are signed only: unsigned ones flip the sign bits first.
+template <typename TT, bool kSigned>
+struct Int64 : IntBase<TT> {
+  using V = __m256i;
+  static WEFT_AVX2_INL V add(V a, V b) { return _mm256_add_epi64(a, b); }
+  static WEFT_AVX2_INL V mul(V a, V b) { return mul64(a, b); }
+  static WEFT_AVX2_INL V greater(V a, V b) {  // a > b
+    if constexpr (kSigned) return _mm256_cmpgt_epi64(a, b);
+    const __m256i flip = _mm256_set1_epi64x(static_cast<long long>(0x8000000000000000ull));
+    return _mm256_cmpgt_epi64(_mm256_xor_si256(a, flip), _mm256_xor_si256(b, flip));
+  }
+  static WEFT_AVX2_INL V min(V a, V b) { return _mm256_blendv_epi8(a, b, greater(a, b)); }
+  static WEFT_AVX2_INL V max(V a, V b) { return _mm256_blendv_epi8(a, b, greater(b, a)); }
+};
+using I64 = Int64<int64_t, true>;
+using U64 = Int64<uint64_t, false>;
+
+// ---- Loops ----------------------------------------------------------------------
+
+template <class P, int OP>
+WEFT_AVX2_INL typename P::V apply(typename P::V a, typename P::V b) {
+  if constexpr (OP == WEFT_SUM) return P::add(a, b);
+  if constexpr (OP == WEFT_PROD) return P::mul(a, b);
+  if constexpr (OP == WEFT_MAX) return P::max(a, b);
+  if constexpr (OP == WEFT_MIN) return P::min(a, b);
+}
+
+template <class P, bool kNT>
+WEFT_AVX2_INL void put(typename P::T* p, typename P::V v) {
+  if constexpr (kNT) {
+    P::storeNT(p, v);
+  } else {
+    P::store(p, v);
+  }
+}
+
+// Where non-temporal stores start: the number of leading elements to do one
+// by one until dst is 32-byte aligned, or SIZE_MAX for regular stores.
+template <class P>
+WEFT_AVX2_INL size_t streamHead(const void* dst, size_t count) {
+  using T = typename P::T;
+  if (!P::kStreamable || count * sizeof(T) < kStreamStoreBytes) return SIZE_MAX;
+  const size_t mis = reinterpret_cast<uintptr_t>(dst) % 32;
+  if (mis % sizeof(T) != 0) return SIZE_MAX;
+  return mis ? (32 - mis) / sizeof(T) : 0;
+}
+
+// Whole vectors from element i on; returns where it stopped (< W left).
+template <class P, int OP, bool kNT>
+WEFT_AVX2_INL size_t body2(typename P::T* d, const typename P::T* x, const typename P::T* y,
+                           size_t i, size_t count) {
+  constexpr size_t W = P::W;
+  for (; i + 4 * W <= count; i += 4 * W) {
+    const typename P::V r0 = apply<P, OP>(P::load(x + i), P::load(y + i));
+    const typename P::V r1 = apply<P, OP>(P::load(x + i + W), P::load(y + i + W));
+    const typename P::V r2 = apply<P, OP>(P::load(x + i + 2 * W), P::load(y + i + 2 * W));
+    const typename P::V r3 = apply<P, OP>(P::load(x + i + 3 * W), P::load(y + i + 3 * W));
+    put<P, kNT>(d + i, r0);
+    put<P, kNT>(d + i + W, r1);
+    put<P, kNT>(d + i + 2 * W, r2);
+    put<P, kNT>(d + i + 3 * W, r3);
+  }
+  for (; i + W <= count; i += W) put<P, kNT>(d + i, apply<P, OP>(P::load(x + i), P::load(y + i)));
+  return i;
+}
+
+template <class P, int OP>
+WEFT_AVX2 void reduce2(void* dst, const void* a, const void* b, size_t count) {
+  using T = typename P::T;
+  T* d = static_cast<T*>(dst);
+  const T* x = static_cast<const T*>(a);
+  const T* y = static_cast<const T*>(b);
+  const OpFunctor<T, OP> f;
+  size_t i = 0;
+  if constexpr (P::kStreamable) {
+    const size_t head = streamHead<P>(d, count);
+    if (head != SIZE_MAX) {
+      for (; i < head; ++i) d[i] = f(x[i], y[i]);
+      i = body2<P, OP, true>(d, x, y, i, count);
+      _mm_sfence();
+    }
+  }
+  i = body2<P, OP, false>(d, x, y, i, count);
+  for (; i < count; ++i) d[i] = f(x[i], y[i]);
+}
+
+// Element i of the multi-source reduction, in scalar arithmetic.
+template <typename T, int OP>
+WEFT_AVX2_INL void scalarN(T* d, const void* const* srcs, int nsrc, size_t i) {
+  using A = Arith<T>;
+  typename A::Acc acc = A::toAcc(static_cast<const T*>(srcs[0])[i]);
+  for (int k = 1; k < nsrc; ++k) {
+    acc = OpFunctor<T, OP>::combine(acc, A::toAcc(static_cast<const T*>(srcs[k])[i]));
+  }
+  d[i] = A::fromAcc(acc);
+}
+
+template <class P, int OP, bool kNT>
+WEFT_AVX2_INL size_t bodyN(typename P::T* d, const void* const* srcs, int nsrc, size_t i,
+                           size_t count) {
+  using T = typename P::T;
+  using V = typename P::V;
+  constexpr size_t W = P::W;
+  const T* s0 = static_cast<const T*>(srcs[0]);
+  for (; i + 2 * W <= count; i += 2 * W) {
+    V acc0 = P::load(s0 + i), acc1 = P::load(s0 + i + W);
+    for (int k = 1; k < nsrc; ++k) {
+      const T* s = static_cast<const T*>(srcs[k]) + i;
+      acc0 = apply<P, OP>(acc0, P::load(s));
+      acc1 = apply<P, OP>(acc1, P::load(s + W));
+    }
+    put<P, kNT>(d + i, acc0);
+    put<P, kNT>(d + i + W, acc1);
+  }
+  for (; i + W <= count; i += W) {
+    V acc = P::load(s0 + i);
+    for (int k = 1; k < nsrc; ++k) {
+      acc = apply<P, OP>(acc, P::load(static_cast<const T*>(srcs[k]) + i));
+    }
+    put<P, kNT>(d + i, acc);
+  }
+  return i;
+}
+
+template <class P, int OP>
+WEFT_AVX2 void reduceN(void* dst, const void* const* srcs, int nsrc, size_t count) {
+  using T = typename P::T;
+  T* d = static_cast<T*>(dst);
+  size_t i = 0;
+  if constexpr (P::kStreamable) {
+    const size_t head = streamHead<P>(d, count);
+    if (head != SIZE_MAX) {
+      for (; i < head; ++i) scalarN<T, OP>(d, srcs, nsrc, i);
+      i = bodyN<P, OP, true>(d, srcs, nsrc, i, count);
+      _mm_sfence();
+    }
+  }
+  i = bodyN<P, OP, false>(d, srcs, nsrc, i, count);
+  for (; i < count; ++i) scalarN<T, OP>(d, srcs, nsrc, i);
+}
+
+// AVG's final step for floating types: x / n, rounded back once.
+template <class P>
+WEFT_AVX2 void divide(void* dst, size_t count, uint64_t n) {
+  using T = typename P::T;
+  using A = Arith<T>;
+  using Acc = typename A::Acc;
+  T* d = static_cast<T*>(dst);
+  const Acc dv = static_cast<Acc>(n);
+  const typename P::V vd = P::splat(dv);
+  size_t i = 0;
+  for (; i + P::W <= count; i += P::W) P::store(d + i, P::div(P::load(d + i), vd));
+  for (; i < count; ++i) d[i] = A::fromAcc(A::toAcc(d[i]) / dv);
+}
+
+template <class P, int... OPS>
+void fillType(HostKernels* k, int dt, std::integer_sequence<int, OPS...>) {
+  ((k->reduce2[dt][OPS] = &reduce2<P, OPS>), ...);
+  ((k->reduceN[dt][OPS] = &reduceN<P, OPS>), ...);
+}
+
+template <class P>
+void fillType(HostKernels* k, int dt) {
+  fillType<P>(k, dt, std::make_integer_sequence<int, kNumKernelOps>());
+}
+
+}  // namespace
+
+bool fillAvx2Kernels(HostKernels* k) {
+  fillType<I8>(k, WEFT_INT8);
+  fillType<U8>(k, WEFT_UINT8);
+  fillType<I32>(k, WEFT_INT32);
+  fillType<U32>(k, WEFT_UINT32);
+  fillType<I64>(k, WEFT_INT64);
+  fillType<U64>(k, WEFT_UINT64);
+  fillType<F16>(k, WEFT_FLOAT16);
+  fillType<F32>(k, WEFT_FLOAT32);
+  fillType<F64>(k, WEFT_FLOAT64);
+  fillType<BF16>(k, WEFT_BFLOAT16);
+  fillType<Fp8<true>>(k, WEFT_FP8_E4M3);
+  fillType<Fp8<false>>(k, WEFT_FP8_E5M2);
+  k->divide[WEFT_FLOAT16] = &divide<F16>;
+  k->divide[WEFT_FLOAT32] = &divide<F32>;
+  k->divide[WEFT_FLOAT64] = &divide<F64>;
+  k->divide[WEFT_BFLOAT16] = &divide<BF16>;
+  k->divide[WEFT_FP8_E4M3] = &divide<Fp8<true>>;
+  k->divide[WEFT_FP8_E5M2] = &divide<Fp8<false>>;
+  return true;
+}
+
+}  // namespace cpu
+}  // namespace weft
+
+#else  // not x86
+
+namespace weft {
+namespace cpu {
+bool fillAvx2Kernels(HostKernels*) { return false; }
+}  // namespace cpu
+}  // namespace weft
+
+#endif
