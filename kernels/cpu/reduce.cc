@@ -106,7 +106,7 @@ void fillPortableType(HostKernels* k, int dt) {
 constexpr int kNumIsas = 3;
 
 // What the CPU and the OS (saved register state) allow: AVX2 + F16C + FMA,
-// and AVX-512F on top. Read with cpuid / xgetbv, which GCC and Clang both
+// and AVX-512 F + BW on top. Read with cpuid / xgetbv, which GCC and Clang both
 // know (Clang's __builtin_cpu_supports lacks "f16c").
 void cpuFeatures(bool* avx2, bool* avx512) {
   *avx2 = *avx512 = false;
@@ -121,7 +121,8 @@ void cpuFeatures(bool* avx2, bool* avx512) {
   if ((xcr0lo & 0x6u) != 0x6u) return;  // the OS saves XMM and YMM state
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return;
   *avx2 = (b & (1u << 5)) && fma && f16c;
-  *avx512 = *avx2 && (b & (1u << 16)) && (xcr0lo & 0xe0u) == 0xe0u;  // + opmask, ZMM state
+  // AVX-512 F and BW, and the OS saves opmask and ZMM state.
+  *avx512 = *avx2 && (b & (1u << 16)) && (b & (1u << 30)) && (xcr0lo & 0xe0u) == 0xe0u;
 #endif
 }
 

@@ -69,30 +69,54 @@ struct F16 : Ps8 {
   }
 };
 
-struct BF16 : Ps8 {
+// Two vectors of a lane type handled as one (W doubled).
+template <class Base>
+struct Pair {
+  struct V {
+    typename Base::V lo, hi;
+  };
+  static constexpr size_t W = 2 * Base::W;
+  static WEFT_AVX2_INL V add(V a, V b) { return {Base::add(a.lo, b.lo), Base::add(a.hi, b.hi)}; }
+  static WEFT_AVX2_INL V mul(V a, V b) { return {Base::mul(a.lo, b.lo), Base::mul(a.hi, b.hi)}; }
+  static WEFT_AVX2_INL V div(V a, V b) { return {Base::div(a.lo, b.lo), Base::div(a.hi, b.hi)}; }
+  static WEFT_AVX2_INL V min(V a, V b) { return {Base::min(a.lo, b.lo), Base::min(a.hi, b.hi)}; }
+  static WEFT_AVX2_INL V max(V a, V b) { return {Base::max(a.lo, b.lo), Base::max(a.hi, b.hi)}; }
+  template <typename S>
+  static WEFT_AVX2_INL V splat(S x) {
+    const typename Base::V s = Base::splat(x);
+    return {s, s};
+  }
+};
+
+// bfloat16, 16 at a time: interleaving with zeros widens each to the top half
+// of a float (in an order permuted within 128-bit lanes, which the lane-wise
+// pack of store undoes).
+struct BF16 : Pair<Ps8> {
   using T = bf16_t;
   static constexpr bool kStreamable = true;
   static WEFT_AVX2_INL V load(const T* p) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m256i z = _mm256_setzero_si256();
+    return {_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, x)),
+            _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, x))};
   }
   // Round to nearest even by adding 0x7fff + lsb; NaNs keep their top bits
-  // and come back quiet.
-  static WEFT_AVX2_INL __m128i pack(V v) {
+  // and come back quiet. The result sits in the low half of each lane.
+  static WEFT_AVX2_INL __m256i round(__m256 v) {
     const __m256i x = _mm256_castps_si256(v);
     const __m256i hi = _mm256_srli_epi32(x, 16);
     const __m256i bias =
         _mm256_add_epi32(_mm256_set1_epi32(0x7fff), _mm256_and_si256(hi, _mm256_set1_epi32(1)));
-    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(x, bias), 16);
+    const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(x, bias), 16);
     const __m256i nan = _mm256_or_si256(hi, _mm256_set1_epi32(0x40));
-    r = _mm256_blendv_epi8(r, nan, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
-    return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+    return _mm256_blendv_epi8(r, nan, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
   }
+  static WEFT_AVX2_INL __m256i pack(V v) { return _mm256_packus_epi32(round(v.lo), round(v.hi)); }
   static WEFT_AVX2_INL void store(T* p, V v) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), pack(v));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), pack(v));
   }
   static WEFT_AVX2_INL void storeNT(T* p, V v) {
-    _mm_stream_si128(reinterpret_cast<__m128i*>(p), pack(v));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p), pack(v));
   }
 };
 

@@ -434,7 +434,7 @@ TEST_CASE("the best ISA is chosen and can be forced", "[kernels]") {
                     __builtin_cpu_supports("fma");
   CHECK(cpu::hostIsaSupported(cpu::HostIsa::kAvx2) == avx2);
   CHECK(cpu::hostIsaSupported(cpu::HostIsa::kAvx512) ==
-        (avx2 && __builtin_cpu_supports("avx512f")));
+        (avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")));
 #endif
   {
     IsaGuard g(cpu::HostIsa::kPortable);
