@@ -1,0 +1,128 @@
+// A Schedule is what an algorithm builder returns: the steps ONE rank runs
+// for one collective, over chunks of its buffers, with dependencies. Builders
+// are pure functions of (rank, nranks, collective, sizes, chunk size): they
+// never touch sockets, so tests run every rank's schedule in memory (the
+// simulator in tests/algo) and check the result. The progress engine
+// (src/exec) is the only code that executes steps.
+//
+// Matching rule (see transports/transport.h): messages between two ranks are
+// matched in posting order per direction, and the engine posts the sends to a
+// peer (and the receives from a peer) in schedule order. So a builder must
+// list, for every pair (A, B), A's sends to B in the same order as B lists its
+// receives from A, with equal byte counts.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "weft.h"
+
+namespace weft {
+
+enum class CollType : uint8_t {
+  AllReduce,
+  Broadcast,
+  Reduce,
+  AllGather,
+  ReduceScatter,
+  AllToAll,
+  Send,
+  Recv,
+  Barrier,
+};
+const char* collName(CollType t);
+
+// Which buffer a step reads or writes; the engine binds them per operation.
+enum class BufId : uint8_t { Send = 0, Recv = 1, Scratch = 2 };
+
+struct BufRef {
+  BufId buf = BufId::Send;
+  size_t off = 0;  // bytes
+};
+
+enum class StepKind : uint8_t {
+  Send,        // send `bytes` at a to peer
+  Recv,        // receive `bytes` from peer into dst
+  RecvReduce,  // receive into b (scratch), then dst = a op b
+  Copy,        // dst = a (local)
+  Reduce,      // dst = a op b (local)
+  Divide,      // dst = dst / nranks (finishes AVG)
+};
+const char* stepKindName(StepKind k);
+
+struct Step {
+  StepKind kind = StepKind::Copy;
+  int peer = -1;
+  BufRef a, b, dst;
+  size_t bytes = 0;
+  uint32_t depBegin = 0;  // into Schedule::deps
+  uint32_t depCount = 0;
+};
+
+struct Schedule {
+  std::vector<Step> steps;
+  std::vector<uint32_t> deps;  // indices of earlier steps
+  size_t scratchBytes = 0;
+  std::string algorithm;  // "ring", "chain", ...
+
+  // Appends a step that waits for `deps` (indices of earlier steps; values
+  // of kNoStep are skipped); returns its index.
+  static constexpr uint32_t kNoStep = 0xffffffffu;
+  uint32_t add(const Step& s, std::initializer_list<uint32_t> deps = {});
+  void addDep(uint32_t step, uint32_t dep);  // only on the last step added
+};
+
+// What a builder needs to know. Counts are in elements of eltSize bytes, with
+// the API's meaning: allreduce/broadcast/reduce/alltoall `count`,
+// allgather `sendcount`, reduce_scatter `recvcount`, send/recv `count`.
+struct CollArgs {
+  CollType type = CollType::AllReduce;
+  size_t count = 0;
+  size_t eltSize = 4;
+  weft_op_t op = WEFT_SUM;
+  int root = 0;    // broadcast, reduce
+  int peer = -1;   // send, recv
+  bool inPlace = false;
+};
+
+struct BuildParams {
+  int rank = 0;
+  int nranks = 1;
+  size_t chunkBytes = 1 << 20;  // largest message a step moves
+  int slots = 4;                // scratch slots in flight per stream
+};
+
+// Builds the schedule of `args` for `p.rank`. Chooses the algorithm (only one
+// per collective so far; WEFT_ALGO will select among several).
+Status buildSchedule(const CollArgs& args, const BuildParams& p, Schedule* out);
+
+// The builders, one per file.
+void buildRingAllReduce(const CollArgs& a, const BuildParams& p, Schedule* s);
+void buildRingReduceScatter(const CollArgs& a, const BuildParams& p, Schedule* s);
+void buildRingAllGather(const CollArgs& a, const BuildParams& p, Schedule* s);
+void buildChainBroadcast(const CollArgs& a, const BuildParams& p, Schedule* s);
+void buildChainReduce(const CollArgs& a, const BuildParams& p, Schedule* s);
+void buildPairwiseAllToAll(const CollArgs& a, const BuildParams& p, Schedule* s);
+void buildDisseminationBarrier(const CollArgs& a, const BuildParams& p, Schedule* s);
+void buildPointToPoint(const CollArgs& a, const BuildParams& p, Schedule* s);
+
+// Bytes of the send and receive buffers of `a` on one of `nranks` ranks
+// (what the engine binds; the simulator allocates).
+size_t sendBytes(const CollArgs& a, int nranks, int rank);
+size_t recvBytes(const CollArgs& a, int nranks, int rank);
+
+// Splits `total` elements into `parts` near-equal parts: part i covers
+// [partOffset(i), partOffset(i) + partCount(i)).
+inline size_t partOffset(size_t total, int parts, int i) {
+  size_t base = total / parts, rem = total % parts;
+  return base * i + (static_cast<size_t>(i) < rem ? i : rem);
+}
+inline size_t partCount(size_t total, int parts, int i) {
+  return total / parts + (static_cast<size_t>(i) < total % parts ? 1 : 0);
+}
+inline int mod(int a, int n) { return ((a % n) + n) % n; }
+
+}  // namespace weft
