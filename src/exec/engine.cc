@@ -1,0 +1,273 @@
+#include "exec/engine.h"
+
+#include <poll.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "kernels/cpu/reduce.h"
+
+namespace weft {
+namespace {
+
+// How many steps one progress() call looks at, over all ops: bounds the
+// cost of a call, and the engine stops there so that sends are still posted
+// in order.
+constexpr size_t kScanBudget = 4096;
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
+
+Engine::Engine(int rank, int nranks, const Config& cfg, std::vector<Endpoint*> eps,
+               std::vector<Transport*> owners, std::vector<Transport*> transports,
+               std::vector<PeerInfo> peers)
+    : rank_(rank),
+      nranks_(nranks),
+      cfg_(cfg),
+      eps_(std::move(eps)),
+      owners_(std::move(owners)),
+      transports_(std::move(transports)),
+      peers_(std::move(peers)),
+      sendGen_(nranks, 0),
+      recvGen_(nranks, 0) {
+  for (Transport* t : transports_) {
+    int fd = t->pollFd();
+    if (fd >= 0) pollFds_.push_back(pollfd{fd, POLLIN, 0});
+  }
+  lastProgressNs_ = nowNs();
+}
+
+void Engine::enqueue(std::unique_ptr<Op> op) {
+  op->enqueueNs = nowNs();
+  op->state.assign(op->sched.steps.size(), Op::kPending);
+  op->comps.resize(op->sched.steps.size());
+  if (op->sched.scratchBytes) op->scratch.resize(op->sched.scratchBytes);
+  if (ops_.empty()) lastProgressNs_ = op->enqueueNs;
+  if (!error_.isOk()) {
+    finishOp(*op, error_);
+    return;
+  }
+  if (op->sched.steps.empty()) {
+    finishOp(*op, Status());
+    return;
+  }
+  ops_.push_back(std::move(op));
+}
+
+uint8_t* Engine::bind(Op& op, BufRef ref) const {
+  switch (ref.buf) {
+    case BufId::Send: return op.send ? op.send + ref.off : nullptr;
+    case BufId::Recv: return op.recv ? op.recv + ref.off : nullptr;
+    case BufId::Scratch: return op.scratch.empty() ? nullptr : op.scratch.data() + ref.off;
+  }
+  return nullptr;
+}
+
+void Engine::finishOp(Op& op, const Status& st) {
+  if (op.finished) return;
+  op.finished = true;
+  op.status = st;
+  if (op.tracker) op.tracker->finishOne(st);
+}
+
+void Engine::fail(const Status& st) {
+  if (error_.isOk()) {
+    error_ = st;
+    WEFT_WARN(kColl, "rank %d: %s", rank_, st.message().c_str());
+  }
+  for (auto& op : ops_) finishOp(*op, error_);
+  ops_.clear();
+}
+
+// Runs or posts step i (pending, dependencies done). Returns false when the
+// transport had no room (the step stays pending and blocks its peer's queue).
+bool Engine::runStep(Op& op, size_t i) {
+  const Step& s = op.sched.steps[i];
+  Completion& c = op.comps[i];
+  const size_t count = s.bytes / op.args.eltSize;
+  Status st;
+  switch (s.kind) {
+    case StepKind::Send:
+      c.reset();
+      st = eps_[s.peer]->postSend(bind(op, s.a), s.bytes, op.tag, MemType::Host, &c);
+      break;
+    case StepKind::Recv:
+      c.reset();
+      st = eps_[s.peer]->postRecv(bind(op, s.dst), s.bytes, op.tag, MemType::Host, &c);
+      break;
+    case StepKind::RecvReduce:
+      c.reset();
+      st = eps_[s.peer]->postRecv(bind(op, s.b), s.bytes, op.tag, MemType::Host, &c);
+      if (st.isOk()) reduceHost(bind(op, s.dst), bind(op, s.a), bind(op, s.b), count, op.dtype, op.args.op);
+      break;
+    case StepKind::Copy:
+      if (s.bytes) memmove(bind(op, s.dst), bind(op, s.a), s.bytes);
+      break;
+    case StepKind::Reduce:
+      reduceHost(bind(op, s.dst), bind(op, s.a), bind(op, s.b), count, op.dtype, op.args.op);
+      break;
+    case StepKind::Divide:
+      divideByCount(bind(op, s.dst), count, op.dtype, static_cast<uint64_t>(nranks_));
+      break;
+  }
+  if (st.code() == kNoResource) return false;
+  if (st.isError()) {
+    fail(st.withContext(strFormat("rank %d: %s", rank_, op.describe().c_str())));
+    return true;
+  }
+  if (st.code() == WEFT_IN_PROGRESS) {
+    op.state[i] = Op::kPosted;
+  } else {
+    op.state[i] = Op::kDone;
+    op.doneCount++;
+  }
+  return true;
+}
+
+bool Engine::advanceOp(Op& op, std::vector<uint32_t>& sendGen, std::vector<uint32_t>& recvGen,
+                       uint32_t gen, size_t* budget) {
+  bool moved = false;
+  const size_t n = op.sched.steps.size();
+  for (size_t i = op.firstPending; i < n && *budget > 0; ++i, --*budget) {
+    uint8_t st = op.state[i];
+    if (st == Op::kDone) {
+      if (i == op.firstPending) op.firstPending++;
+      continue;
+    }
+    const Step& s = op.sched.steps[i];
+    const bool isSend = s.kind == StepKind::Send;
+    const bool isRecv = s.kind == StepKind::Recv || s.kind == StepKind::RecvReduce;
+    if (st == Op::kPosted) {
+      Completion& c = op.comps[i];
+      if (!c.done) continue;
+      if (c.status.isError()) {
+        fail(c.status.withContext(strFormat("rank %d: %s", rank_, op.describe().c_str())));
+        return true;
+      }
+      if (s.kind == StepKind::RecvReduce)
+        reduceHost(bind(op, s.dst), bind(op, s.a), bind(op, s.b), s.bytes / op.args.eltSize,
+                   op.dtype, op.args.op);
+      op.state[i] = Op::kDone;
+      op.doneCount++;
+      moved = true;
+      if (i == op.firstPending) op.firstPending++;
+      continue;
+    }
+    if ((isSend && sendGen[s.peer] == gen) || (isRecv && recvGen[s.peer] == gen)) continue;
+    bool ready = true;
+    for (uint32_t d = 0; d < s.depCount && ready; ++d)
+      ready = op.state[op.sched.deps[s.depBegin + d]] == Op::kDone;
+    if (ready && runStep(op, i)) {
+      moved = true;
+      if (!error_.isOk()) return true;
+      if (op.state[i] == Op::kDone && i == op.firstPending) op.firstPending++;
+      continue;
+    }
+    // Not ready, or no room: later messages to/from this peer must wait.
+    if (isSend) sendGen[s.peer] = gen;
+    if (isRecv) recvGen[s.peer] = gen;
+  }
+  if (op.doneCount == n) finishOp(op, Status());
+  return moved;
+}
+
+bool Engine::progress() {
+  if (!error_.isOk()) return false;
+  for (Transport* t : transports_) {
+    Status st = t->progress();
+    if (st.isError()) {
+      fail(st.withContext(strFormat("rank %d", rank_)));
+      return true;
+    }
+  }
+  if (ops_.empty()) return false;
+  if (++gen_ == 0) {
+    std::fill(sendGen_.begin(), sendGen_.end(), 0);
+    std::fill(recvGen_.begin(), recvGen_.end(), 0);
+    gen_ = 1;
+  }
+  size_t budget = kScanBudget;
+  bool moved = false;
+  for (auto& op : ops_) {
+    if (op->finished) continue;
+    moved |= advanceOp(*op, sendGen_, recvGen_, gen_, &budget);
+    if (!error_.isOk()) return true;
+    if (budget == 0) break;
+  }
+  ops_.erase(std::remove_if(ops_.begin(), ops_.end(), [](const std::unique_ptr<Op>& o) {
+               return o->finished;
+             }),
+             ops_.end());
+  uint64_t now = nowNs();
+  if (moved) {
+    lastProgressNs_ = now;
+  } else if (!ops_.empty()) {
+    checkStalled();
+  }
+  return moved;
+}
+
+void Engine::checkStalled() {
+  const uint64_t now = nowNs();
+  const double idleS = static_cast<double>(now - lastProgressNs_) * 1e-9;
+  if (idleS < 1.0) return;
+  // The peers the oldest unfinished op waits for.
+  std::vector<int> waiting;
+  const Op* oldest = nullptr;
+  for (auto& op : ops_) {
+    if (op->finished) continue;
+    oldest = op.get();
+    for (size_t i = op->firstPending; i < op->state.size(); ++i) {
+      const Step& s = op->sched.steps[i];
+      if (op->state[i] == Op::kDone || s.peer < 0) continue;
+      if (std::find(waiting.begin(), waiting.end(), s.peer) == waiting.end())
+        waiting.push_back(s.peer);
+      if (waiting.size() >= 8) break;
+    }
+    break;
+  }
+  if (!oldest) return;
+  if (now - lastLivenessNs_ > 1000000000ull) {
+    lastLivenessNs_ = now;
+    for (int p : waiting) {
+      Status st = owners_[p] ? owners_[p]->checkPeer(p) : Status();
+      if (st.isError()) {
+        fail(st.withContext(strFormat("rank %d: %s", rank_, oldest->describe().c_str())));
+        return;
+      }
+    }
+  }
+  if (idleS < cfg_.timeoutS) return;
+  std::string who;
+  for (int p : waiting) {
+    if (!who.empty()) who += ", ";
+    who += strFormat("rank %d (%s, pid %d)", p, peers_[p].hostname.c_str(), peers_[p].pid);
+  }
+  fail(Status(WEFT_ERR_TIMEOUT,
+              strFormat("rank %d: %s made no progress for %.0f s (WEFT_TIMEOUT_S); waiting for %s",
+                        rank_, oldest->describe().c_str(), idleS, who.c_str())));
+}
+
+void Engine::idleWait(int idleRounds, int maxUs) {
+  if (idleRounds < 64) {
+    cpuRelax();
+  } else if (idleRounds < 512) {
+    sched_yield();
+  } else if (!pollFds_.empty()) {
+    int ms = std::max(1, maxUs / 1000);
+    poll(pollFds_.data(), pollFds_.size(), ms);
+  } else {
+    usleep(static_cast<useconds_t>(std::min(maxUs, 50 + (idleRounds - 512))));
+  }
+}
+
+}  // namespace weft

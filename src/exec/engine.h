@@ -1,0 +1,76 @@
+// The progress engine: the only code that executes schedules. It keeps the
+// communicator's operations in issue order and advances all of them:
+//
+//  * a step runs when its dependencies are done; sends to a peer (and
+//    receives from a peer) are posted in schedule order across all ops, which
+//    is what the transports' in-order matching needs;
+//  * local steps (copy, reduce, divide) run inline on the host executor;
+//  * a receive-reduce reduces as soon as its data has arrived, while later
+//    chunks are still on the wire: that is the pipeline;
+//  * nothing moving for Config::timeoutS fails every op with
+//    WEFT_ERR_TIMEOUT naming the peers it waits for; after a second without
+//    progress the engine asks the transports whether those peers are alive.
+//
+// A failure breaks the in-order matching with every peer, so it is sticky:
+// all pending and later ops fail with the first error until the
+// communicator is destroyed or aborted.
+#pragma once
+
+#include <poll.h>
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "exec/op.h"
+#include "transports/transport.h"
+
+namespace weft {
+
+class Engine {
+ public:
+  // eps[peer] is the endpoint for each rank (this rank's own included);
+  // owners[peer] the transport that made it.
+  Engine(int rank, int nranks, const Config& cfg, std::vector<Endpoint*> eps,
+         std::vector<Transport*> owners, std::vector<Transport*> transports,
+         std::vector<PeerInfo> peers);
+
+  // Takes an op whose schedule and buffers are set; it starts on the next
+  // progress(). Fails it at once when the engine is in error.
+  void enqueue(std::unique_ptr<Op> op);
+  // Advances transports and ops without blocking; true when anything moved.
+  bool progress();
+  // Sleeps a little when idle: spins, then yields, then waits on the
+  // transports' poll fds for at most `maxUs`.
+  void idleWait(int idleRounds, int maxUs = 1000);
+  bool busy() const { return !ops_.empty(); }
+  // The sticky error (ok while healthy).
+  const Status& error() const { return error_; }
+  // Fails everything with `st` (abort, or an error found outside the engine).
+  void fail(const Status& st);
+
+ private:
+  bool advanceOp(Op& op, std::vector<uint32_t>& sendGen, std::vector<uint32_t>& recvGen,
+                 uint32_t gen, size_t* budget);
+  bool runStep(Op& op, size_t i);
+  void finishOp(Op& op, const Status& st);
+  void checkStalled();
+  uint8_t* bind(Op& op, BufRef ref) const;
+
+  int rank_, nranks_;
+  Config cfg_;
+  std::vector<Endpoint*> eps_;
+  std::vector<Transport*> owners_;
+  std::vector<Transport*> transports_;
+  std::vector<PeerInfo> peers_;
+  std::deque<std::unique_ptr<Op>> ops_;
+  Status error_;
+  uint64_t lastProgressNs_ = 0;
+  uint64_t lastLivenessNs_ = 0;
+  uint32_t gen_ = 0;
+  std::vector<uint32_t> sendGen_, recvGen_;
+  std::vector<::pollfd> pollFds_;
+};
+
+}  // namespace weft

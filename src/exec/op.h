@@ -1,0 +1,75 @@
+// One operation in flight: a collective (or one send / recv of a group)
+// with its schedule, the buffers the schedule's BufRefs bind to, and the
+// progress of every step.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "algo/schedule.h"
+#include "transports/transport.h"
+
+namespace weft {
+
+// Shared by the ops of one weft call or group: counts the ops still running
+// and keeps the first error. The request (weft_group_end_async) holds it.
+// Ops of one group may span several comms (each under its own lock), so the
+// count is atomic and the status has its own lock.
+struct OpTracker {
+  std::atomic<int> pending{0};
+  std::mutex mu;
+  Status status;
+  void finishOne(const Status& st) {
+    if (st.isError()) {
+      std::lock_guard<std::mutex> lk(mu);
+      if (status.isOk()) status = st;
+    }
+    pending.fetch_sub(1, std::memory_order_acq_rel);
+  }
+  Status result() {
+    std::lock_guard<std::mutex> lk(mu);
+    return status;
+  }
+};
+
+struct Op {
+  CollArgs args;
+  weft_datatype_t dtype = WEFT_FLOAT32;
+  Schedule sched;
+  uint64_t seq = 0;  // collective sequence number on this comm (0 for p2p)
+  uint64_t tag = 0;  // carried by every message of this op
+
+  // Bound buffers.
+  uint8_t* send = nullptr;
+  uint8_t* recv = nullptr;
+  size_t sendLen = 0, recvLen = 0;
+  std::vector<uint8_t> scratch;
+  // A copy of the send buffer, when it overlaps a receive of the same group
+  // (a send and a receive on one buffer, as nccl-tests' in-place sendrecv).
+  std::vector<uint8_t> staged;
+
+  // Progress of each step.
+  enum : uint8_t { kPending = 0, kPosted = 1, kDone = 2 };
+  std::vector<uint8_t> state;
+  std::vector<Completion> comps;
+  size_t firstPending = 0;  // steps before it are all done
+  size_t doneCount = 0;
+
+  uint64_t enqueueNs = 0;
+  bool finished = false;
+  Status status;
+  std::shared_ptr<OpTracker> tracker;
+
+  std::string describe() const;  // "allreduce #12 (1024 x float, sum)"
+};
+
+// The tag of a collective's messages: its sequence number and type, so that
+// ranks running different collectives at the same point see a mismatch.
+// Point-to-point messages carry a fixed tag: they match by order alone.
+uint64_t opTag(CollType type, uint64_t seq);
+
+}  // namespace weft
