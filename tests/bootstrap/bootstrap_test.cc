@@ -23,7 +23,7 @@ void requireAllOk(const std::vector<Status>& sts) {
 
 }  // namespace
 
-TEST_CASE("unique id: create; decode; reject foreign bytes") {
+TEST_CASE("unique id: create - decode - reject foreign bytes") {
   Config cfg = loConfig(5);
   weft_unique_id_t a, b;
   REQUIRE(createUniqueId(cfg, &a).isOk());
@@ -120,7 +120,7 @@ TEST_CASE("bootstrap: allgather and barrier among rank processes") {
   }
 }
 
-TEST_CASE("bootstrap: root at a given address (init_env flow); IPv4 and IPv6") {
+TEST_CASE("bootstrap: root at a given address (init_env flow) - IPv4 and IPv6") {
   for (const char* where : {"127.0.0.1:0", "[::1]:0"}) {
     INFO(where);
     Config cfg;

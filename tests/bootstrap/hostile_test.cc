@@ -130,7 +130,7 @@ TEST_CASE("hostile: scanners and garbage at the root do not stop the rendezvous"
   for (int& fd : fds) net::closeFd(&fd);
 }
 
-TEST_CASE("failures: missing ranks; duplicate ranks; wrong secret; no root") {
+TEST_CASE("failures: missing ranks - duplicate ranks - wrong secret - no root") {
   const double T = 0.8;
   Config cfg = loConfig(T);
   double t0 = nowSeconds();

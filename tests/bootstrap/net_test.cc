@@ -33,7 +33,7 @@ bool contains(const std::string& s, const std::string& sub) {
 
 }  // namespace
 
-TEST_CASE("address: parse; format and pack round trip (IPv4)") {
+TEST_CASE("address: parse - format and pack round trip (IPv4)") {
   Address a;
   REQUIRE(Address::parse("127.0.0.1:4242", &a).isOk());
   CHECK(a.ss.ss_family == AF_INET);
@@ -57,7 +57,7 @@ TEST_CASE("address: parse; format and pack round trip (IPv4)") {
   CHECK(b.toString() == "10.1.2.3:65535");
 }
 
-TEST_CASE("address: parse; format and pack round trip (IPv6)") {
+TEST_CASE("address: parse - format and pack round trip (IPv6)") {
   Address a;
   REQUIRE(Address::parse("[::1]:4242", &a).isOk());
   CHECK(a.ss.ss_family == AF_INET6);
@@ -133,7 +133,7 @@ TEST_CASE("interfaces: WEFT_SOCKET_IFNAME syntax") {
   }
 }
 
-TEST_CASE("socket: connect; accept; exact transfers (IPv4 and IPv6)") {
+TEST_CASE("socket: connect - accept - exact transfers (IPv4 and IPv6)") {
   for (const char* host : {"127.0.0.1:0", "[::1]:0"}) {
     INFO(host);
     Address a;
@@ -179,7 +179,7 @@ TEST_CASE("socket: connect; accept; exact transfers (IPv4 and IPv6)") {
   }
 }
 
-TEST_CASE("socket: deadlines; refused connections and dead peers") {
+TEST_CASE("socket: deadlines - refused connections and dead peers") {
   uint16_t port = freePort();
   Address a;
   REQUIRE(Address::parse("127.0.0.1:" + std::to_string(port), &a).isOk());
@@ -237,7 +237,7 @@ TEST_CASE("socket: deadlines; refused connections and dead peers") {
   net::closeFd(&lfd);
 }
 
-TEST_CASE("host identity: stable; shared by forks; distinct per network namespace") {
+TEST_CASE("host identity: stable - shared by forks - distinct per network namespace") {
   uint64_t h = net::hostHash();
   CHECK(h == net::hostHash());
   CHECK(!net::hostName().empty());

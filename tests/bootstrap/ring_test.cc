@@ -24,7 +24,7 @@ int dial(const net::Address& a) {
 
 }  // namespace
 
-TEST_CASE("hostile: garbage at a rank's ring port; then a frame of the wrong round") {
+TEST_CASE("hostile: garbage at a rank's ring port - then a frame of the wrong round") {
   Config cfg = loConfig(10);
   weft_unique_id_t id;
   REQUIRE(createUniqueId(cfg, &id).isOk());

@@ -514,7 +514,7 @@ TEST_CASE("float -> narrow rounds to nearest even around every value", "[kernels
   }
 }
 
-TEST_CASE("float -> narrow: specials, overflow, underflow and random floats",
+TEST_CASE("float -> narrow: specials - overflow - underflow and random floats",
           "[kernels][convert]") {
   std::vector<float> xs = {0.0f,
                            -0.0f,
@@ -617,7 +617,7 @@ TEST_CASE("half conversions match F16C bit for bit", "[kernels][convert]") {
 
 // ---- Reductions ------------------------------------------------------------------
 
-TEST_CASE("reduceHost matches the scalar reference for every type, op and ISA", "[kernels]") {
+TEST_CASE("reduceHost matches the scalar reference for every type - op and ISA", "[kernels]") {
   std::mt19937_64 rng(42);
   for (cpu::HostIsa isa : supportedIsas()) {
     IsaGuard g(isa);
@@ -886,7 +886,7 @@ TEST_CASE("reduceHostN matches the reference for 1..8 sources", "[kernels]") {
   }
 }
 
-TEST_CASE("reduceHostN rounds narrow types once, at the end", "[kernels]") {
+TEST_CASE("reduceHostN rounds narrow types once - at the end", "[kernels]") {
   // 1 + 2^-11 + 2^-11 in half: rounding after each add would give 1 twice
   // (ties to even); accumulating in float gives 1 + 2^-10.
   const half_t one = floatToHalf(1.0f), eps = floatToHalf(std::ldexp(1.0f, -11));
@@ -1046,7 +1046,7 @@ TEST_CASE("MIN and MAX of floats: a NaN loses to a number", "[kernels]") {
   }
 }
 
-TEST_CASE("fp8 sums saturate; AVG reduces as SUM", "[kernels]") {
+TEST_CASE("fp8 sums saturate - AVG reduces as SUM", "[kernels]") {
   for (cpu::HostIsa isa : supportedIsas()) {
     IsaGuard g(isa);
     const size_t n = 19;
@@ -1158,7 +1158,7 @@ TEST_CASE("divideByCount", "[kernels]") {
   }
 }
 
-TEST_CASE("large buffers: streaming stores, unaligned heads", "[kernels]") {
+TEST_CASE("large buffers: streaming stores - unaligned heads", "[kernels]") {
   // Past the size where the vector kernels may switch to non-temporal stores.
   std::mt19937_64 rng(23);
   for (cpu::HostIsa isa : supportedIsas()) {

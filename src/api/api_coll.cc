@@ -1,0 +1,161 @@
+// The C API for collectives and point-to-point: argument checks (a clear
+// error and no buffer written on bad input), then one call of a group.
+#include "api/api_state.h"
+#include "kernels/cpu/reduce.h"
+
+using namespace weft;
+
+namespace {
+
+struct Call {
+  CollType type;
+  const void* send;
+  void* recv;
+  size_t count;
+  weft_datatype_t dtype;
+  weft_op_t op;
+  int root;  // or peer
+};
+
+bool overlaps(const void* a, size_t alen, const void* b, size_t blen) {
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return alen && blen && x < y + blen && y < x + alen;
+}
+
+Status check(const std::shared_ptr<Comm>& c, const Call& k, weft_stream_t stream, CollArgs* out) {
+  const char* name = collName(k.type);
+  const int n = c->nranks();
+  if (static_cast<int>(k.dtype) < 0 || k.dtype >= WEFT_NUM_DATATYPES)
+    return invalidArgument(strFormat("%s: datatype %d is not a weft_datatype_t", name, k.dtype));
+  const bool reduces = k.type == CollType::AllReduce || k.type == CollType::Reduce ||
+                       k.type == CollType::ReduceScatter;
+  if (reduces && (static_cast<int>(k.op) < 0 || k.op >= WEFT_NUM_OPS))
+    return invalidArgument(strFormat("%s: op %d is not a weft_op_t", name, k.op));
+  const bool rooted = k.type == CollType::Broadcast || k.type == CollType::Reduce;
+  if (rooted && (k.root < 0 || k.root >= n))
+    return invalidArgument(strFormat("%s: root %d is outside [0, %d)", name, k.root, n));
+  const bool p2p = k.type == CollType::Send || k.type == CollType::Recv;
+  if (p2p && (k.root < 0 || k.root >= n))
+    return invalidArgument(strFormat("%s: peer %d is outside [0, %d)", name, k.root, n));
+  if (stream != nullptr)
+    return invalidUsage(strFormat("%s: a stream was given, but this weft was built without CUDA; "
+                                  "pass NULL for host memory",
+                                  name));
+  const size_t elt = datatypeSize(k.dtype);
+  if (k.count > (SIZE_MAX / 2) / elt / static_cast<size_t>(n))
+    return invalidArgument(strFormat("%s: count %zu is too large", name, k.count));
+  CollArgs a;
+  a.type = k.type;
+  a.count = k.count;
+  a.eltSize = elt;
+  a.op = reduces ? k.op : WEFT_SUM;
+  a.root = rooted ? k.root : 0;
+  a.peer = p2p ? k.root : -1;
+  const size_t sb = sendBytes(a, n, c->rank()), rb = recvBytes(a, n, c->rank());
+  const bool needSend = sb > 0 && !(k.type == CollType::Broadcast && c->rank() != k.root);
+  const bool needRecv = rb > 0 && !(k.type == CollType::Reduce && c->rank() != k.root);
+  if (needSend && !k.send)
+    return invalidArgument(strFormat("%s: sendbuf is NULL with count %zu", name, k.count));
+  if (needRecv && !k.recv)
+    return invalidArgument(strFormat("%s: recvbuf is NULL with count %zu", name, k.count));
+  // In place, as NCCL: same pointer, or (allgather) sendbuf at this rank's
+  // block of recvbuf, (reduce_scatter) recvbuf at this rank's block of sendbuf.
+  const auto* s8 = static_cast<const uint8_t*>(k.send);
+  const auto* r8 = static_cast<const uint8_t*>(k.recv);
+  const size_t blk = k.count * elt;
+  switch (k.type) {
+    case CollType::AllGather: a.inPlace = k.send && s8 == r8 + c->rank() * blk; break;
+    case CollType::ReduceScatter: a.inPlace = k.recv && r8 == s8 + c->rank() * blk; break;
+    case CollType::Send:
+    case CollType::Recv:
+    case CollType::Barrier: a.inPlace = false; break;
+    default: a.inPlace = k.send && k.send == k.recv; break;
+  }
+  if (!a.inPlace && needSend && needRecv && overlaps(k.send, sb, k.recv, rb))
+    return invalidArgument(strFormat("%s: sendbuf and recvbuf overlap but are not in place",
+                                     name));
+  *out = a;
+  return Status();
+}
+
+weft_result_t submit(weft_comm_t comm, const Call& k, weft_stream_t stream) {
+  Status st;
+  std::shared_ptr<Comm> c = lookupComm(comm, &st);
+  GroupState& g = threadGroup();
+  if (!c) {
+    if (g.depth > 0 && g.error.isOk()) g.error = st;
+    return setError(static_cast<Comm*>(nullptr), st);
+  }
+  CollArgs a;
+  st = check(c, k, stream, &a);
+  if (st.isError()) {
+    if (g.depth > 0 && g.error.isOk()) g.error = st;
+    return setError(c.get(), st);
+  }
+  PendingCall pc{c, a, k.dtype, k.send, k.recv, false};
+  if (g.depth > 0) {
+    g.calls.push_back(pc);
+    return WEFT_SUCCESS;
+  }
+  std::vector<PendingCall> calls{pc};
+  st = issueCalls(calls, true, nullptr, nullptr);
+  return st.isOk() ? WEFT_SUCCESS : setError(c.get(), st);
+}
+
+}  // namespace
+
+extern "C" {
+
+weft_result_t weft_allreduce(const void* sendbuf, void* recvbuf, size_t count,
+                             weft_datatype_t datatype, weft_op_t op, weft_comm_t comm,
+                             weft_stream_t stream) {
+  return submit(comm, {CollType::AllReduce, sendbuf, recvbuf, count, datatype, op, 0}, stream);
+}
+
+weft_result_t weft_broadcast(const void* sendbuf, void* recvbuf, size_t count,
+                             weft_datatype_t datatype, int root, weft_comm_t comm,
+                             weft_stream_t stream) {
+  return submit(comm, {CollType::Broadcast, sendbuf, recvbuf, count, datatype, WEFT_SUM, root},
+                stream);
+}
+
+weft_result_t weft_reduce(const void* sendbuf, void* recvbuf, size_t count,
+                          weft_datatype_t datatype, weft_op_t op, int root, weft_comm_t comm,
+                          weft_stream_t stream) {
+  return submit(comm, {CollType::Reduce, sendbuf, recvbuf, count, datatype, op, root}, stream);
+}
+
+weft_result_t weft_allgather(const void* sendbuf, void* recvbuf, size_t sendcount,
+                             weft_datatype_t datatype, weft_comm_t comm, weft_stream_t stream) {
+  return submit(comm, {CollType::AllGather, sendbuf, recvbuf, sendcount, datatype, WEFT_SUM, 0},
+                stream);
+}
+
+weft_result_t weft_reduce_scatter(const void* sendbuf, void* recvbuf, size_t recvcount,
+                                  weft_datatype_t datatype, weft_op_t op, weft_comm_t comm,
+                                  weft_stream_t stream) {
+  return submit(comm, {CollType::ReduceScatter, sendbuf, recvbuf, recvcount, datatype, op, 0},
+                stream);
+}
+
+weft_result_t weft_alltoall(const void* sendbuf, void* recvbuf, size_t count,
+                            weft_datatype_t datatype, weft_comm_t comm, weft_stream_t stream) {
+  return submit(comm, {CollType::AllToAll, sendbuf, recvbuf, count, datatype, WEFT_SUM, 0},
+                stream);
+}
+
+weft_result_t weft_send(const void* buf, size_t count, weft_datatype_t datatype, int peer,
+                        weft_comm_t comm, weft_stream_t stream) {
+  return submit(comm, {CollType::Send, buf, nullptr, count, datatype, WEFT_SUM, peer}, stream);
+}
+
+weft_result_t weft_recv(void* buf, size_t count, weft_datatype_t datatype, int peer,
+                        weft_comm_t comm, weft_stream_t stream) {
+  return submit(comm, {CollType::Recv, nullptr, buf, count, datatype, WEFT_SUM, peer}, stream);
+}
+
+weft_result_t weft_barrier(weft_comm_t comm, weft_stream_t stream) {
+  return submit(comm, {CollType::Barrier, nullptr, nullptr, 0, WEFT_UINT8, WEFT_SUM, 0}, stream);
+}
+
+}  // extern "C"

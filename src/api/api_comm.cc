@@ -1,0 +1,253 @@
+// The C API for communicators: create, split, destroy, abort, query.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "api/api_state.h"
+#include "bootstrap/bootstrap.h"
+#include "core/log.h"
+
+using namespace weft;
+
+namespace {
+
+weft_comm_t wrap(std::shared_ptr<Comm> impl) {
+  weft_comm_t h = new weft_comm{kCommMagic, std::move(impl)};
+  registerComm(h);
+  return h;
+}
+
+Status initRank(weft_comm_t* comm, int nranks, const weft_unique_id_t& id, int rank) {
+  if (!comm) return invalidArgument("comm (the output pointer) is NULL");
+  if (nranks < 1) return invalidArgument(strFormat("nranks is %d; it must be at least 1", nranks));
+  if (rank < 0 || rank >= nranks)
+    return invalidArgument(strFormat("rank %d is outside [0, %d)", rank, nranks));
+  UniqueIdData d;
+  WEFT_RETURN_IF_ERROR(decodeUniqueId(id, &d));
+  std::shared_ptr<Comm> impl;
+  WEFT_RETURN_IF_ERROR(Comm::create(id, nranks, rank, &impl));
+  *comm = wrap(std::move(impl));
+  return Status();
+}
+
+// Reads an integer environment variable; false when absent.
+bool envInt(const char* name, long* out, Status* st) {
+  const char* v = getenv(name);
+  if (!v || !*v) return false;
+  char* end = nullptr;
+  long x = strtol(v, &end, 10);
+  if (*end) {
+    *st = invalidArgument(strFormat("%s=%s is not an integer", name, v));
+    return false;
+  }
+  *out = x;
+  return true;
+}
+
+Status initEnv(weft_comm_t* comm) {
+  if (!comm) return invalidArgument("comm (the output pointer) is NULL");
+  Status st;
+  long rank = -1, size = -1;
+  const char* rankVar = nullptr;
+  const char* sizeVar = nullptr;
+  const char* pairs[][2] = {{"WEFT_RANK", "WEFT_NRANKS"},
+                            {"RANK", "WORLD_SIZE"},
+                            {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                            {"PMI_RANK", "PMI_SIZE"},
+                            {"SLURM_PROCID", "SLURM_NTASKS"}};
+  for (auto& p : pairs) {
+    if (envInt(p[0], &rank, &st)) {
+      rankVar = p[0];
+      sizeVar = p[1];
+      if (!envInt(p[1], &size, &st))
+        return st.isError() ? st
+                            : invalidArgument(strFormat("%s is set but %s is not", p[0], p[1]));
+      break;
+    }
+    if (st.isError()) return st;
+  }
+  if (!rankVar)
+    return invalidArgument(
+        "no launcher environment: set WEFT_RANK/WEFT_NRANKS/WEFT_ROOT_ADDR, or run under "
+        "torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), mpirun or srun");
+  std::string addr;
+  if (const char* a = getenv("WEFT_ROOT_ADDR"); a && *a) {
+    addr = a;
+  } else {
+    const char* host = getenv("MASTER_ADDR");
+    const char* port = getenv("MASTER_PORT");
+    if (!host || !*host || !port || !*port)
+      return invalidArgument(strFormat(
+          "%s is set but neither WEFT_ROOT_ADDR nor MASTER_ADDR and MASTER_PORT are", rankVar));
+    addr = std::string(host) + ":" + port;
+  }
+  if (size < 1) return invalidArgument(strFormat("%s=%ld must be at least 1", sizeVar, size));
+  if (rank < 0 || rank >= size)
+    return invalidArgument(strFormat("%s=%ld is outside [0, %s=%ld)", rankVar, rank, sizeVar, size));
+  uint64_t secret = 0x5745465444454641ull;  // default, same on every rank
+  if (const char* s = getenv("WEFT_JOB_SECRET"); s && *s) {
+    char* end = nullptr;
+    secret = strtoull(s, &end, 0);
+    if (*end) return invalidArgument(strFormat("WEFT_JOB_SECRET=%s is not a number", s));
+  }
+  Config cfg = Config::fromEnv();
+  weft_unique_id_t id;
+  if (rank == 0)
+    WEFT_RETURN_IF_ERROR(startRootAt(cfg, addr, secret, &id));
+  else
+    WEFT_RETURN_IF_ERROR(idFromAddress(addr, secret, &id));
+  return initRank(comm, static_cast<int>(size), id, static_cast<int>(rank));
+}
+
+}  // namespace
+
+extern "C" {
+
+weft_result_t weft_get_unique_id(weft_unique_id_t* id) {
+  if (!id) return setError(static_cast<Comm*>(nullptr), invalidArgument("id is NULL"));
+  logReconfigure();
+  Status st = createUniqueId(Config::fromEnv(), id);
+  return st.isOk() ? WEFT_SUCCESS : setError(static_cast<Comm*>(nullptr), st);
+}
+
+weft_result_t weft_comm_init_rank(weft_comm_t* comm, int nranks, weft_unique_id_t id, int rank) {
+  Status st = initRank(comm, nranks, id, rank);
+  return st.isOk() ? WEFT_SUCCESS : setError(static_cast<Comm*>(nullptr), st);
+}
+
+weft_result_t weft_comm_init_all(weft_comm_t* comms, int nranks) {
+  if (!comms) return setError(static_cast<Comm*>(nullptr), invalidArgument("comms is NULL"));
+  if (nranks < 1)
+    return setError(static_cast<Comm*>(nullptr),
+                    invalidArgument(strFormat("nranks is %d; it must be at least 1", nranks)));
+  weft_unique_id_t id;
+  logReconfigure();
+  Status st = createUniqueId(Config::fromEnv(), &id);
+  if (st.isError()) return setError(static_cast<Comm*>(nullptr), st);
+  std::vector<Status> results(nranks);
+  std::vector<weft_comm_t> out(nranks, nullptr);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < nranks; ++r)
+    threads.emplace_back([&, r] { results[r] = initRank(&out[r], nranks, id, r); });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < nranks; ++r) {
+    if (results[r].isError()) {
+      for (weft_comm_t c : out)
+        if (c) weft_comm_abort(c);
+      return setError(static_cast<Comm*>(nullptr), results[r].withContext(strFormat("rank %d", r)));
+    }
+  }
+  for (int r = 0; r < nranks; ++r) comms[r] = out[r];
+  return WEFT_SUCCESS;
+}
+
+weft_result_t weft_comm_init_env(weft_comm_t* comm) {
+  Status st = initEnv(comm);
+  return st.isOk() ? WEFT_SUCCESS : setError(static_cast<Comm*>(nullptr), st);
+}
+
+weft_result_t weft_comm_destroy(weft_comm_t comm) {
+  if (!comm) return WEFT_SUCCESS;
+  Status st;
+  std::shared_ptr<Comm> c = lookupComm(comm, &st);
+  if (!c) return setError(static_cast<Comm*>(nullptr), st);
+  unregisterComm(comm);
+  st = c->finalize();
+  delete comm;
+  return st.isOk() ? WEFT_SUCCESS : setError(static_cast<Comm*>(nullptr), st);
+}
+
+weft_result_t weft_comm_abort(weft_comm_t comm) {
+  if (!comm) return WEFT_SUCCESS;
+  Status st;
+  std::shared_ptr<Comm> c = lookupComm(comm, &st);
+  if (!c) return setError(static_cast<Comm*>(nullptr), st);
+  unregisterComm(comm);
+  c->abort();
+  delete comm;
+  return WEFT_SUCCESS;
+}
+
+weft_result_t weft_comm_rank(weft_comm_t comm, int* rank) {
+  Status st;
+  std::shared_ptr<Comm> c = lookupComm(comm, &st);
+  if (!c) return setError(static_cast<Comm*>(nullptr), st);
+  if (!rank) return setError(c.get(), invalidArgument("rank (the output pointer) is NULL"));
+  *rank = c->rank();
+  return WEFT_SUCCESS;
+}
+
+weft_result_t weft_comm_size(weft_comm_t comm, int* size) {
+  Status st;
+  std::shared_ptr<Comm> c = lookupComm(comm, &st);
+  if (!c) return setError(static_cast<Comm*>(nullptr), st);
+  if (!size) return setError(c.get(), invalidArgument("size (the output pointer) is NULL"));
+  *size = c->nranks();
+  return WEFT_SUCCESS;
+}
+
+weft_result_t weft_comm_get_async_error(weft_comm_t comm, weft_result_t* async_error) {
+  Status st;
+  std::shared_ptr<Comm> c = lookupComm(comm, &st);
+  if (!c) return setError(static_cast<Comm*>(nullptr), st);
+  if (!async_error) return setError(c.get(), invalidArgument("async_error is NULL"));
+  c->progressOnce();
+  Status a = c->asyncError();
+  if (a.isError()) setError(c.get(), a);
+  *async_error = a.code();
+  return WEFT_SUCCESS;
+}
+
+weft_result_t weft_comm_split(weft_comm_t comm, int color, int key, weft_comm_t* newcomm) {
+  Status st;
+  std::shared_ptr<Comm> c = lookupComm(comm, &st);
+  if (!c) return setError(static_cast<Comm*>(nullptr), st);
+  if (!newcomm) return setError(c.get(), invalidArgument("newcomm is NULL"));
+  if (threadGroup().depth > 0)
+    return setError(c.get(), invalidUsage("weft_comm_split cannot be called inside a group"));
+  const int n = c->nranks(), me = c->rank();
+  // 1. Everyone learns everyone's (color, key).
+  std::vector<int32_t> mine = {color < 0 ? -1 : color, key}, all(2 * n);
+  auto gather = [&](const void* send, void* recv, size_t count) -> Status {
+    std::vector<PendingCall> calls(1);
+    calls[0].comm = c;
+    calls[0].args.type = CollType::AllGather;
+    calls[0].args.count = count;
+    calls[0].args.eltSize = 1;
+    calls[0].dtype = WEFT_UINT8;
+    calls[0].send = send;
+    calls[0].recv = recv;
+    return issueCalls(calls, true, nullptr, nullptr);
+  };
+  st = gather(mine.data(), all.data(), sizeof(int32_t) * 2);
+  if (st.isError()) return setError(c.get(), st.withContext("weft_comm_split"));
+  // 2. Members of my color ordered by (key, old rank); the first creates the id.
+  std::vector<int> members;
+  for (int r = 0; r < n; ++r)
+    if (color >= 0 && all[2 * r] == color) members.push_back(r);
+  std::stable_sort(members.begin(), members.end(),
+                   [&](int a, int b) { return all[2 * a + 1] < all[2 * b + 1]; });
+  weft_unique_id_t myId;
+  memset(&myId, 0, sizeof myId);
+  if (!members.empty() && members[0] == me) {
+    st = createUniqueId(c->config(), &myId);
+    if (st.isError()) return setError(c.get(), st.withContext("weft_comm_split"));
+  }
+  // 3. Everyone learns the leaders' ids.
+  std::vector<weft_unique_id_t> ids(n);
+  st = gather(&myId, ids.data(), sizeof(weft_unique_id_t));
+  if (st.isError()) return setError(c.get(), st.withContext("weft_comm_split"));
+  if (color < 0) {
+    *newcomm = nullptr;
+    return WEFT_SUCCESS;
+  }
+  int newRank = static_cast<int>(std::find(members.begin(), members.end(), me) - members.begin());
+  weft_comm_t out = nullptr;
+  st = initRank(&out, static_cast<int>(members.size()), ids[members[0]], newRank);
+  if (st.isError()) return setError(c.get(), st.withContext("weft_comm_split"));
+  *newcomm = out;
+  return WEFT_SUCCESS;
+}
+
+}  // extern "C"

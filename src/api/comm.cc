@@ -1,0 +1,293 @@
+#include "api/comm.h"
+
+#include <unistd.h>
+
+#include <cstring>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "kernels/cpu/reduce.h"
+#include "net/socket.h"
+
+namespace weft {
+namespace {
+
+// WEFT_TRANSPORTS: "" = all; "a,b" = only these; "^a,b" = all but these.
+bool transportAllowed(const std::string& spec, const std::string& name) {
+  if (spec.empty()) return true;
+  bool exclude = spec[0] == '^';
+  std::string list = exclude ? spec.substr(1) : spec;
+  bool listed = false;
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    size_t comma = list.find(',', pos);
+    std::string tok = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (tok == name) listed = true;
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return exclude ? !listed : listed;
+}
+
+void putU64(std::string& s, uint64_t v) { s.append(reinterpret_cast<const char*>(&v), 8); }
+uint64_t getU64(const std::string& s, size_t off) {
+  uint64_t v = 0;
+  if (off + 8 <= s.size()) memcpy(&v, s.data() + off, 8);
+  return v;
+}
+
+}  // namespace
+
+Status Comm::create(const weft_unique_id_t& id, int nranks, int rank, std::shared_ptr<Comm>* out) {
+  std::shared_ptr<Comm> c(new Comm());
+  c->rank_ = rank;
+  c->nranks_ = nranks;
+  c->cfg_ = Config::fromEnv();
+  Status st = c->init(id);
+  if (st.isError()) {
+    c->abort();
+    return st;
+  }
+  *out = std::move(c);
+  return Status();
+}
+
+Status Comm::init(const weft_unique_id_t& id) {
+  logReconfigure();
+  WEFT_RETURN_IF_ERROR(Bootstrap::create(id, rank_, nranks_, cfg_, &boot_));
+  WEFT_RETURN_IF_ERROR(exchangePeerInfo());
+  WEFT_RETURN_IF_ERROR(setUpTransports());
+  std::vector<Endpoint*> eps(nranks_, nullptr);
+  std::vector<Transport*> owners(nranks_, nullptr), all;
+  for (int p = 0; p < nranks_; ++p) eps[p] = eps_[p].get();
+  for (auto& t : transports_) {
+    all.push_back(t.get());
+    for (int p = 0; p < nranks_; ++p)
+      if (transportNames_[p] == t->name()) owners[p] = t.get();
+  }
+  engine_.reset(new Engine(rank_, nranks_, cfg_, eps, owners, all, peers_));
+  chunkBytes_ = cfg_.chunkBytes ? cfg_.chunkBytes : (1u << 20);
+  // Everyone connected before anyone sends.
+  WEFT_RETURN_IF_ERROR(boot_->barrier(cfg_.bootstrapTimeoutS));
+  logInit();
+  return Status();
+}
+
+Status Comm::exchangePeerInfo() {
+  std::string mine;
+  putU64(mine, net::hostHash());
+  putU64(mine, static_cast<uint64_t>(getpid()));
+  mine += net::hostName();
+  std::vector<std::string> all;
+  WEFT_RETURN_IF_ERROR(boot_->allgather(mine, &all, cfg_.bootstrapTimeoutS));
+  peers_.resize(nranks_);
+  for (int r = 0; r < nranks_; ++r) {
+    peers_[r].rank = r;
+    peers_[r].hostHash = getU64(all[r], 0);
+    peers_[r].pid = static_cast<int>(getU64(all[r], 8));
+    peers_[r].hostname = all[r].size() > 16 ? all[r].substr(16) : "?";
+  }
+  return Status();
+}
+
+Status Comm::setUpTransports() {
+  TransportContext ctx;
+  ctx.rank = rank_;
+  ctx.nranks = nranks_;
+  ctx.secret = boot_->secret();
+  ctx.commId = boot_->secret() ^ 0x636f6d6d00000000ull;
+  ctx.config = cfg_;
+  ctx.peers = peers_;
+
+  // Candidates in order of preference; each peer takes the first that reaches it.
+  std::vector<std::unique_ptr<Transport>> cands;
+  cands.push_back(makeSelfTransport(ctx));
+  if (transportAllowed(cfg_.transports, "shm")) cands.push_back(makeShmTransport(ctx));
+  if (transportAllowed(cfg_.transports, "tcp")) cands.push_back(makeTcpTransport(ctx));
+  transportNames_.assign(nranks_, "");
+  std::vector<std::vector<int>> users(cands.size());
+  for (int p = 0; p < nranks_; ++p) {
+    for (size_t t = 0; t < cands.size(); ++t) {
+      if (cands[t]->canReach(peers_[p])) {
+        transportNames_[p] = cands[t]->name();
+        users[t].push_back(p);
+        break;
+      }
+    }
+    if (transportNames_[p].empty())
+      return invalidUsage(strFormat("no transport reaches rank %d (%s) from rank %d with "
+                                    "WEFT_TRANSPORTS=%s",
+                                    p, peers_[p].hostname.c_str(), rank_,
+                                    cfg_.transports.c_str()));
+  }
+  // Publish every used transport's address in one allgather.
+  std::string blob;
+  for (size_t t = 0; t < cands.size(); ++t) {
+    std::string a;
+    if (!users[t].empty()) WEFT_RETURN_IF_ERROR(cands[t]->localAddress(&a));
+    putU64(blob, a.size());
+    blob += a;
+  }
+  std::vector<std::string> all;
+  WEFT_RETURN_IF_ERROR(boot_->allgather(blob, &all, cfg_.bootstrapTimeoutS));
+  eps_.resize(nranks_);
+  for (size_t t = 0; t < cands.size(); ++t) {
+    std::vector<std::string> blobs(nranks_);
+    for (int r = 0; r < nranks_; ++r) {
+      size_t off = 0;
+      for (size_t u = 0; u <= t; ++u) {
+        uint64_t len = getU64(all[r], off);
+        off += 8;
+        if (u == t) blobs[r] = all[r].substr(off, len);
+        off += len;
+      }
+    }
+    if (!users[t].empty()) {
+      Status st = cands[t]->connect(users[t], blobs, &eps_);
+      if (st.isError()) return st.withContext(strFormat("rank %d: %s connect", rank_, cands[t]->name()));
+      transports_.push_back(std::move(cands[t]));
+    }
+  }
+  return Status();
+}
+
+void Comm::logInit() const {
+  if (rank_ == 0) {
+    int v = WEFT_VERSION_CODE;
+    WEFT_INFO(kInit, "weft %d.%d.%d, %d ranks, host reduction: %s", v / 10000, v / 100 % 100,
+              v % 100, nranks_, hostReduceIsa());
+    for (const std::string& e : Config::variablesInEffect()) WEFT_INFO(kInit, "env %s", e.c_str());
+  }
+  if (logEnabled(LogLevel::Info, kInit)) {
+    std::string line;
+    for (int p = 0; p < nranks_; ++p)
+      line += strFormat("%s%d:%s", p ? " " : "", p, transportNames_[p].c_str());
+    WEFT_INFO(kInit, "rank %d/%d on %s pid %d: transports per peer %s", rank_, nranks_,
+              peers_[rank_].hostname.c_str(), peers_[rank_].pid, line.c_str());
+  }
+}
+
+Status Comm::enqueue(const CollArgs& args, weft_datatype_t dt, const void* send, void* recv,
+                     const std::shared_ptr<OpTracker>& tracker, bool stageSend) {
+  std::unique_ptr<Op> op(new Op());
+  op->args = args;
+  op->dtype = dt;
+  BuildParams p;
+  p.rank = rank_;
+  p.nranks = nranks_;
+  p.chunkBytes = chunkBytes_;
+  p.slots = 4;
+  WEFT_RETURN_IF_ERROR(buildSchedule(args, p, &op->sched));
+  if (args.type != CollType::Send && args.type != CollType::Recv) op->seq = ++collSeq_;
+  op->tag = opTag(args.type, op->seq);
+  op->send = static_cast<uint8_t*>(const_cast<void*>(send));
+  op->recv = static_cast<uint8_t*>(recv);
+  op->sendLen = sendBytes(args, nranks_, rank_);
+  if (stageSend && op->sendLen) {
+    op->staged.assign(op->send, op->send + op->sendLen);
+    op->send = op->staged.data();
+  }
+  op->recvLen = recvBytes(args, nranks_, rank_);
+  op->tracker = tracker;
+  tracker->pending++;
+  WEFT_TRACE(kColl, "rank %d: %s algorithm %s, %zu steps", rank_, op->describe().c_str(),
+             op->sched.algorithm.c_str(), op->sched.steps.size());
+  engine_->enqueue(std::move(op));
+  return Status();
+}
+
+bool Comm::progressOnce() {
+  std::lock_guard<std::mutex> lk(mu);
+  return engine_ && engine_->progress();
+}
+
+Status Comm::waitFor(const std::shared_ptr<OpTracker>& tracker) {
+  int idle = 0;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      if (tracker->pending == 0) return tracker->result();
+      if (closed_) return Status(WEFT_ERR_ABORTED, "communicator was aborted");
+      idle = engine_->progress() ? 0 : idle + 1;
+      if (tracker->pending == 0) return tracker->result();
+    }
+    engine_->idleWait(idle);
+  }
+}
+
+void Comm::kickProgressThread() {
+  std::lock_guard<std::mutex> lk(mu);
+  if (!progressThread_.joinable() && !stopThread_)
+    progressThread_ = std::thread([this] { progressLoop(); });
+  progressCv_.notify_one();
+}
+
+void Comm::progressLoop() {
+  std::unique_lock<std::mutex> lk(mu);
+  int idle = 0;
+  while (!stopThread_) {
+    if (!engine_ || !engine_->busy()) {
+      progressCv_.wait_for(lk, std::chrono::milliseconds(100));
+      idle = 0;
+      continue;
+    }
+    idle = engine_->progress() ? 0 : idle + 1;
+    lk.unlock();
+    engine_->idleWait(idle, 200);
+    lk.lock();
+  }
+}
+
+Status Comm::asyncError() {
+  std::lock_guard<std::mutex> lk(mu);
+  if (closed_) return Status(WEFT_ERR_ABORTED, "communicator was aborted");
+  if (!engine_) return Status();
+  if (engine_->error().isError()) return engine_->error();
+  if (engine_->busy()) return Status::inProgress();
+  return Status();
+}
+
+Status Comm::finalize() {
+  Status result;
+  if (engine_) {
+    Deadline dl(cfg_.timeoutS);
+    int idle = 0;
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        if (!engine_->busy()) break;
+        idle = engine_->progress() ? 0 : idle + 1;
+      }
+      if (dl.expired()) {
+        result = Status(WEFT_ERR_TIMEOUT, "destroy: pending operations did not finish");
+        break;
+      }
+      engine_->idleWait(idle);
+    }
+  }
+  abort();
+  return result;
+}
+
+void Comm::abort() {
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    stopThread_ = true;
+    if (engine_ && engine_->busy()) engine_->fail(Status(WEFT_ERR_ABORTED, "communicator was aborted"));
+    for (auto& t : transports_) t->shutdown();
+    if (boot_) boot_->shutdown();
+    closed_ = true;
+    progressCv_.notify_all();
+  }
+  if (progressThread_.joinable() && progressThread_.get_id() != std::this_thread::get_id())
+    progressThread_.join();
+}
+
+Comm::~Comm() {
+  abort();
+  engine_.reset();
+  eps_.clear();
+  transports_.clear();
+}
+
+}  // namespace weft

@@ -1,0 +1,90 @@
+// The communicator: a bootstrap, the transports chosen per peer, their
+// endpoints, and the progress engine that runs operations over them.
+//
+// Threads: one thread drives a comm at a time through the API; the engine is
+// also driven by the comm's progress thread while nonblocking requests
+// (weft_group_end_async) are pending. `mu` serializes both.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "exec/engine.h"
+#include "transports/transport.h"
+#include "weft.h"
+
+namespace weft {
+
+class Comm {
+ public:
+  // Joins the communicator of `id` (collective over all ranks).
+  static Status create(const weft_unique_id_t& id, int nranks, int rank,
+                       std::shared_ptr<Comm>* out);
+  ~Comm();
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  const Config& config() const { return cfg_; }
+  const std::vector<PeerInfo>& peers() const { return peers_; }
+  // The transport name used for each peer ("self", "shm", "tcp").
+  const std::string& transportOf(int peer) const { return transportNames_[peer]; }
+
+  // Builds and enqueues one op (called with `mu` held). `stageSend` copies
+  // the send data now, so later receives may overwrite the user's buffer.
+  Status enqueue(const CollArgs& args, weft_datatype_t dt, const void* send, void* recv,
+                 const std::shared_ptr<OpTracker>& tracker, bool stageSend = false);
+  // One engine step under the lock; true when anything moved.
+  bool progressOnce();
+  // Drives the engine until `tracker` has no pending ops (bounded by the
+  // engine's own timeout, which fails the ops).
+  Status waitFor(const std::shared_ptr<OpTracker>& tracker);
+  // Wakes (starting if needed) the background progress thread.
+  void kickProgressThread();
+  // Finishes pending work (bounded), then closes everything.
+  Status finalize();
+  // Fails everything with WEFT_ERR_ABORTED and closes sockets and memory now.
+  void abort();
+  Status asyncError();
+
+  std::mutex mu;
+  std::string lastError;  // of the API calls on this comm
+
+ private:
+  Comm() = default;
+  Status init(const weft_unique_id_t& id);
+  Status exchangePeerInfo();
+  Status setUpTransports();
+  void logInit() const;
+  void progressLoop();
+
+  int rank_ = 0, nranks_ = 1;
+  Config cfg_;
+  std::unique_ptr<Bootstrap> boot_;
+  std::vector<PeerInfo> peers_;
+  std::vector<std::unique_ptr<Transport>> transports_;
+  std::vector<std::unique_ptr<Endpoint>> eps_;
+  std::vector<std::string> transportNames_;
+  std::unique_ptr<Engine> engine_;
+  uint64_t collSeq_ = 0;
+  size_t chunkBytes_ = 1 << 20;
+  std::atomic<bool> closed_{false};
+
+  std::thread progressThread_;
+  std::condition_variable progressCv_;
+  bool stopThread_ = false;
+  int asyncPending_ = 0;
+};
+
+}  // namespace weft
+
+// The C handle.
+struct weft_comm {
+  uint64_t magic;
+  std::shared_ptr<weft::Comm> impl;
+};

@@ -1,0 +1,99 @@
+// Version, error strings, last error, and the handle registry.
+#include <mutex>
+#include <unordered_set>
+
+#include "api/api_state.h"
+
+namespace weft {
+namespace {
+
+std::mutex& registryMu() {
+  static std::mutex m;
+  return m;
+}
+std::unordered_set<weft_comm_t>& registry() {
+  static std::unordered_set<weft_comm_t> s;
+  return s;
+}
+thread_local std::string tlsLastError;
+
+}  // namespace
+
+void registerComm(weft_comm_t c) {
+  std::lock_guard<std::mutex> lk(registryMu());
+  registry().insert(c);
+}
+
+void unregisterComm(weft_comm_t c) {
+  std::lock_guard<std::mutex> lk(registryMu());
+  registry().erase(c);
+}
+
+std::shared_ptr<Comm> lookupComm(weft_comm_t c, Status* st) {
+  if (!c) {
+    *st = invalidArgument("comm is NULL");
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> lk(registryMu());
+  if (!registry().count(c) || c->magic != kCommMagic) {
+    *st = invalidArgument("comm is not a live communicator (destroyed, aborted, or never created)");
+    return nullptr;
+  }
+  return c->impl;
+}
+
+weft_result_t setError(Comm* comm, const Status& st) {
+  tlsLastError = st.message();
+  if (comm) comm->lastError = st.message();
+  return st.code();
+}
+
+weft_result_t setError(weft_comm_t comm, const Status& st) {
+  Status ignored;
+  std::shared_ptr<Comm> c = comm ? lookupComm(comm, &ignored) : nullptr;
+  return setError(c.get(), st);
+}
+
+GroupState& threadGroup() {
+  thread_local GroupState g;
+  return g;
+}
+
+}  // namespace weft
+
+using namespace weft;
+
+extern "C" {
+
+weft_result_t weft_get_version(int* version) {
+  if (!version) return setError(static_cast<Comm*>(nullptr), invalidArgument("version is NULL"));
+  *version = WEFT_VERSION_CODE;
+  return WEFT_SUCCESS;
+}
+
+const char* weft_get_error_string(weft_result_t r) {
+  switch (r) {
+    case WEFT_SUCCESS: return "success";
+    case WEFT_ERR_INVALID_ARGUMENT: return "invalid argument";
+    case WEFT_ERR_INVALID_USAGE: return "invalid usage";
+    case WEFT_ERR_SYSTEM: return "system error";
+    case WEFT_ERR_INTERNAL: return "internal error";
+    case WEFT_ERR_REMOTE: return "remote peer failed";
+    case WEFT_ERR_TIMEOUT: return "timed out";
+    case WEFT_ERR_CUDA: return "CUDA error";
+    case WEFT_ERR_ABORTED: return "aborted";
+    case WEFT_IN_PROGRESS: return "in progress";
+  }
+  return "unknown result code";
+}
+
+const char* weft_get_last_error(weft_comm_t comm) {
+  if (comm) {
+    Status st;
+    std::shared_ptr<Comm> c = lookupComm(comm, &st);
+    if (c) return c->lastError.c_str();
+  }
+  return tlsLastError.c_str();
+}
+
+}  // extern "C"

@@ -1,0 +1,140 @@
+// A dead peer, a mismatched collective, abort: an error naming the peer,
+// within the timeout, never a hang.
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <chrono>
+
+#include "coll/harness.h"
+
+using namespace wtest;
+
+namespace {
+
+// Rank `victim` dies (SIGKILL) after the first allreduce; the survivors'
+// second allreduce must fail naming it.
+std::string survivor(weft_comm_t c, int r, int victim) {
+  std::vector<float> v(1 << 18, 1.0f);
+  TRY_WEFT(weft_allreduce(v.data(), v.data(), v.size(), WEFT_FLOAT32, WEFT_SUM, c, nullptr));
+  if (r == victim) raise(SIGKILL);
+  auto t0 = std::chrono::steady_clock::now();
+  weft_result_t res = weft_allreduce(v.data(), v.data(), v.size(), WEFT_FLOAT32, WEFT_SUM, c, nullptr);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::string msg = weft_get_last_error(c);
+  if (res != WEFT_ERR_REMOTE && res != WEFT_ERR_TIMEOUT)
+    return "expected REMOTE or TIMEOUT, got " + std::string(weft_get_error_string(res));
+  if (secs > 20) return "took " + std::to_string(secs) + " s";
+  // The message names a rank; the killed one when this rank talks to it directly.
+  if (msg.find("rank") == std::string::npos) return "message names no rank: " + msg;
+  weft_result_t async = WEFT_SUCCESS;
+  TRY_WEFT(weft_comm_get_async_error(c, &async));
+  if (async == WEFT_SUCCESS) return "async error not set after failure";
+  weft_comm_abort(c);
+  return "#aborted";
+}
+
+std::string runKill(const std::vector<std::string>& env) {
+  // The survivors report "#aborted" (their comm is gone, so no destroy);
+  // the victim dies by signal.
+  std::string out = runProcesses(3, [](weft_comm_t c, int r, int) { return survivor(c, r, 2); }, env, 60);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("failure: a peer killed mid-job fails the others with its name", "[failure][processes]") {
+  for (const char* tp : {"WEFT_TRANSPORTS=shm", "WEFT_TRANSPORTS=tcp"}) {
+    INFO(tp);
+    std::string out = runKill({tp, "WEFT_SOCKET_IFNAME=lo", "WEFT_TIMEOUT_S=10"});
+    INFO(out);
+    // Ranks 0 and 1 survive and abort; rank 2 was killed by signal 9.
+    CHECK(out.find("rank 0: #aborted") != std::string::npos);
+    CHECK(out.find("rank 1: #aborted") != std::string::npos);
+    CHECK(out.find("rank 2:  (killed by signal 9)") != std::string::npos);
+    CHECK(out.find("expected") == std::string::npos);
+  }
+}
+
+TEST_CASE("failure: the direct neighbour of a dead rank names it", "[failure][processes]") {
+  std::string out = runProcesses(
+      2,
+      [](weft_comm_t c, int r, int) -> std::string {
+        float x = 1;
+        TRY_WEFT(weft_allreduce(&x, &x, 1, WEFT_FLOAT32, WEFT_SUM, c, nullptr));
+        if (r == 1) raise(SIGKILL);
+        weft_result_t res = weft_allreduce(&x, &x, 1, WEFT_FLOAT32, WEFT_SUM, c, nullptr);
+        std::string msg = weft_get_last_error(c);
+        weft_comm_abort(c);
+        if (res == WEFT_SUCCESS) return "succeeded with a dead peer";
+        if (msg.find("rank 1") == std::string::npos) return "does not name rank 1: " + msg;
+        return "#ok";
+      },
+      {"WEFT_TIMEOUT_S=10"}, 60);
+  INFO(out);
+  CHECK(out.find("rank 0: #ok") != std::string::npos);
+}
+
+TEST_CASE("failure: mismatched collectives give an error - not a hang", "[failure][mismatch]") {
+  // The receiver of the first mismatched message names it; its partner then
+  // waits for a reply that never comes and times out.
+  ScopedEnv t("WEFT_TIMEOUT_S", "3");
+  std::string out = runThreads(2, [](weft_comm_t c, int r, int) -> std::string {
+    std::vector<int32_t> v(1000, 1);
+    weft_result_t res = r == 0
+        ? weft_allreduce(v.data(), v.data(), 1000, WEFT_INT32, WEFT_SUM, c, nullptr)
+        : weft_broadcast(v.data(), v.data(), 1000, WEFT_INT32, 0, c, nullptr);
+    if (res == WEFT_SUCCESS) return "mismatch not detected";
+    return "";
+  });
+  // Destroy may also report the broken comm; what matters is the error.
+  INFO(out);
+  CHECK(out.find("mismatch not detected") == std::string::npos);
+}
+
+TEST_CASE("failure: abort returns promptly with a hung peer - and a new comm works after",
+          "[failure][abort]") {
+  std::vector<weft_comm_t> comms(2);
+  REQUIRE(weft_comm_init_all(comms.data(), 2) == WEFT_SUCCESS);
+  // Rank 0 starts an allreduce that rank 1 never joins.
+  std::vector<float> v(1000, 1.0f);
+  weft_request_t req = nullptr;
+  REQUIRE(weft_group_start() == WEFT_SUCCESS);
+  REQUIRE(weft_allreduce(v.data(), v.data(), 1000, WEFT_FLOAT32, WEFT_SUM, comms[0], nullptr) == WEFT_SUCCESS);
+  REQUIRE(weft_group_end_async(&req) == WEFT_SUCCESS);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK(weft_comm_abort(comms[0]) == WEFT_SUCCESS);
+  CHECK(weft_comm_abort(comms[1]) == WEFT_SUCCESS);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(secs < 2.0);
+  CHECK(weft_wait(req) == WEFT_ERR_ABORTED);
+  weft_request_free(req);
+  // A fresh communicator in the same process works.
+  REQUIRE(weft_comm_init_all(comms.data(), 2) == WEFT_SUCCESS);
+  std::string err;
+  std::thread t([&] {
+    float y = 2;
+    if (weft_allreduce(&y, &y, 1, WEFT_FLOAT32, WEFT_SUM, comms[1], nullptr) != WEFT_SUCCESS) err = "rank 1 failed";
+  });
+  float x = 1;
+  CHECK(weft_allreduce(&x, &x, 1, WEFT_FLOAT32, WEFT_SUM, comms[0], nullptr) == WEFT_SUCCESS);
+  t.join();
+  CHECK(err == "");
+  CHECK(x == 3.0f);
+  for (auto c : comms) weft_comm_destroy(c);
+}
+
+TEST_CASE("failure: a rank that never joins times out naming it", "[failure][timeout]") {
+  ScopedEnv t("WEFT_BOOTSTRAP_TIMEOUT_S", "2");
+  weft_unique_id_t id;
+  REQUIRE(weft_get_unique_id(&id) == WEFT_SUCCESS);
+  weft_comm_t c = nullptr;
+  auto t0 = std::chrono::steady_clock::now();
+  weft_result_t r = weft_comm_init_rank(&c, 2, id, 0);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(r == WEFT_ERR_TIMEOUT);
+  std::string msg = weft_get_last_error(nullptr);
+  INFO(msg);
+  CHECK(msg.find("1") != std::string::npos);
+  CHECK(secs < 10);
+}
