@@ -264,35 +264,28 @@ WEFT_HD inline float accMul(float a, float b) { return a * b; }
 WEFT_HD inline double accAdd(double a, double b) { return a + b; }
 WEFT_HD inline double accMul(double a, double b) { return a * b; }
 
-// fmin / fmax: written so that x86 minps/maxps plus two fix-ups give the same
-// bits (see the vector kernels).
+// fmin / fmax, as selects (no branches to mispredict on random data):
+// a < b ? a : b (what x86 minps computes), then a|b for equal operands (-0
+// wins), then a when b is a NaN. The vector kernels do the same three steps.
 WEFT_HD inline float accMin(float a, float b) {
-  if (b != b) return a;
-  if (a < b) return a;
-  if (b < a) return b;
-  if (a == b) return bitsFloat(floatBits(a) | floatBits(b));  // -0 wins
-  return b;                                                   // a is NaN
+  const float m = a < b ? a : b;
+  const float e = a == b ? bitsFloat(floatBits(a) | floatBits(b)) : m;
+  return b != b ? a : e;
 }
 WEFT_HD inline float accMax(float a, float b) {
-  if (b != b) return a;
-  if (a > b) return a;
-  if (b > a) return b;
-  if (a == b) return bitsFloat(floatBits(a) & floatBits(b));  // +0 wins
-  return b;
+  const float m = a > b ? a : b;
+  const float e = a == b ? bitsFloat(floatBits(a) & floatBits(b)) : m;  // +0 wins
+  return b != b ? a : e;
 }
 WEFT_HD inline double accMin(double a, double b) {
-  if (b != b) return a;
-  if (a < b) return a;
-  if (b < a) return b;
-  if (a == b) return bitsDouble(doubleBits(a) | doubleBits(b));
-  return b;
+  const double m = a < b ? a : b;
+  const double e = a == b ? bitsDouble(doubleBits(a) | doubleBits(b)) : m;
+  return b != b ? a : e;
 }
 WEFT_HD inline double accMax(double a, double b) {
-  if (b != b) return a;
-  if (a > b) return a;
-  if (b > a) return b;
-  if (a == b) return bitsDouble(doubleBits(a) & doubleBits(b));
-  return b;
+  const double m = a > b ? a : b;
+  const double e = a == b ? bitsDouble(doubleBits(a) & doubleBits(b)) : m;
+  return b != b ? a : e;
 }
 
 // ---- Functors ---------------------------------------------------------------
