@@ -18,22 +18,12 @@
 #include <algorithm>
 
 #include "algo/ring_layout.h"
+#include "algo/step_util.h"
 
 namespace weft {
 namespace {
 
 constexpr uint32_t kNone = Schedule::kNoStep;
-
-Step makeStep(StepKind k, int peer, BufRef a, BufRef b, BufRef dst, size_t bytes) {
-  Step s;
-  s.kind = k;
-  s.peer = peer;
-  s.a = a;
-  s.b = b;
-  s.dst = dst;
-  s.bytes = bytes;
-  return s;
-}
 
 BufRef at(BufRef base, size_t off) { return BufRef{base.buf, base.off + off}; }
 
@@ -50,15 +40,13 @@ void addRingAllGather(const RingLayout& L, const BuildParams& p, BufRef buf, int
       if (size_t c = L.chunkCnt(ss, j)) {
         BufRef src = k == 0 ? at(firstSrc, (L.chunkOff(ss, j) - L.segOff[ss]) * L.elt)
                             : at(buf, L.chunkOff(ss, j) * L.elt);
-        s->add(makeStep(StepKind::Send, next, src, {}, {}, c * L.elt),
+        s->add(sendStep(next, src, c * L.elt),
                {producer[L.index(ss, j)]});
       }
       if (size_t c = L.chunkCnt(rs, j)) {
         uint32_t w = lastRead.empty() ? kNone : lastRead[L.index(rs, j)];
         producer[L.index(rs, j)] =
-            s->add(makeStep(StepKind::Recv, prev, {}, {}, at(buf, L.chunkOff(rs, j) * L.elt),
-                            c * L.elt),
-                   {w});
+            s->add(recvStep(prev, at(buf, L.chunkOff(rs, j) * L.elt), c * L.elt), {w});
       }
     }
   }
@@ -83,7 +71,7 @@ RingRsResult addRingReduceScatter(const RingLayout& L, const BuildParams& p, Buf
       if (size_t c = L.chunkCnt(ss, j)) {
         size_t off = L.chunkOff(ss, j) * L.elt;
         BufRef src = k == 0 ? BufRef{BufId::Send, off} : at(work, off);
-        uint32_t idx = s->add(makeStep(StepKind::Send, next, src, {}, {}, c * L.elt),
+        uint32_t idx = s->add(sendStep(next, src, c * L.elt),
                               {k == 0 ? kNone : res.producer[L.index(ss, j)]});
         // In place, the first send reads the receive buffer too.
         if (k > 0 || (inPlace && work.buf == BufId::Recv)) res.lastRead[L.index(ss, j)] = idx;
@@ -93,8 +81,8 @@ RingRsResult addRingReduceScatter(const RingLayout& L, const BuildParams& p, Buf
         int slot = static_cast<int>(nrecv++ % nslots);
         BufRef dst = k == n - 2 ? at(finalDst, (L.chunkOff(rs, j) - L.segOff[rs]) * L.elt)
                                 : at(work, off);
-        uint32_t idx = s->add(makeStep(StepKind::RecvReduce, prev, BufRef{BufId::Send, off},
-                                       BufRef{BufId::Scratch, slot * slotBytes}, dst, c * L.elt),
+        uint32_t idx = s->add(recvReduceStep(prev, sendAt(off), scratchAt(slot * slotBytes), dst,
+                                             c * L.elt),
                               {slotUser[slot]});
         slotUser[slot] = idx;
         res.producer[L.index(rs, j)] = idx;
@@ -109,7 +97,7 @@ void buildRingAllReduce(const CollArgs& a, const BuildParams& p, Schedule* s) {
   const size_t bytes = a.count * a.eltSize;
   const int n = p.nranks, r = p.rank;
   if (n == 1 || bytes == 0) {
-    if (!a.inPlace && bytes) s->add({StepKind::Copy, -1, {BufId::Send, 0}, {}, {BufId::Recv, 0}, bytes});
+    if (!a.inPlace && bytes) s->add(copyStep(sendAt(0), recvAt(0), bytes));
     return;
   }
   RingLayout L = RingLayout::even(a.count, n, a.eltSize, p.chunkBytes);
@@ -121,7 +109,7 @@ void buildRingAllReduce(const CollArgs& a, const BuildParams& p, Schedule* s) {
       if (size_t c = L.chunkCnt(r, j)) {
         BufRef d{BufId::Recv, L.chunkOff(r, j) * a.eltSize};
         rs.producer[L.index(r, j)] =
-            s->add({StepKind::Divide, -1, {}, {}, d, c * a.eltSize}, {rs.producer[L.index(r, j)]});
+            s->add(divideStep(d, c * a.eltSize), {rs.producer[L.index(r, j)]});
       }
     }
   }
@@ -134,7 +122,7 @@ void buildRingReduceScatter(const CollArgs& a, const BuildParams& p, Schedule* s
   const int n = p.nranks, r = p.rank;
   if (blk == 0) return;
   if (n == 1) {
-    if (!a.inPlace) s->add({StepKind::Copy, -1, {BufId::Send, 0}, {}, {BufId::Recv, 0}, blk});
+    if (!a.inPlace) s->add(copyStep(sendAt(0), recvAt(0), blk));
     return;
   }
   RingLayout L = RingLayout::blocks(a.count, n, a.eltSize, p.chunkBytes);
@@ -147,7 +135,7 @@ void buildRingReduceScatter(const CollArgs& a, const BuildParams& p, Schedule* s
     for (size_t j = 0; j < L.chunksPerSeg; ++j) {
       if (size_t c = L.chunkCnt(r, j)) {
         BufRef d{BufId::Recv, (L.chunkOff(r, j) - L.segOff[r]) * a.eltSize};
-        s->add({StepKind::Divide, -1, {}, {}, d, c * a.eltSize}, {rs.producer[L.index(r, j)]});
+        s->add(divideStep(d, c * a.eltSize), {rs.producer[L.index(r, j)]});
       }
     }
   }
@@ -160,7 +148,7 @@ void buildRingAllGather(const CollArgs& a, const BuildParams& p, Schedule* s) {
   if (blk == 0) return;
   // Out of place, the own block is copied into place; it is sent straight
   // from the send buffer so the copy is off the critical path.
-  if (!a.inPlace) s->add({StepKind::Copy, -1, {BufId::Send, 0}, {}, {BufId::Recv, r * blk}, blk});
+  if (!a.inPlace) s->add(copyStep(sendAt(0), recvAt(r * blk), blk));
   if (n == 1) return;
   RingLayout L = RingLayout::blocks(a.count, n, a.eltSize, p.chunkBytes);
   std::vector<uint32_t> producer(n * L.chunksPerSeg, kNone);

@@ -64,14 +64,21 @@ SimResult run(const CollArgs& args, weft_datatype_t dt, int n, size_t chunkBytes
     p.chunkBytes = chunkBytes;
     p.slots = slots;
     Status st = buildSchedule(args, p, &ranks[r].sch);
-    if (!st.isOk()) return {false, st.message(), 0, 0};
+    if (!st.isOk()) {
+      res.ok = false;
+      res.error = st.message();
+      return res;
+    }
     // Validate dependency indices point backwards.
     for (size_t i = 0; i < ranks[r].sch.steps.size(); ++i) {
       const Step& s = ranks[r].sch.steps[i];
       for (uint32_t d = 0; d < s.depCount; ++d)
-        if (ranks[r].sch.deps[s.depBegin + d] >= i)
-          return {false, "rank " + std::to_string(r) + " step " + std::to_string(i) +
-                             " depends on a later step", 0, 0};
+        if (ranks[r].sch.deps[s.depBegin + d] >= i) {
+          res.ok = false;
+          res.error = "rank " + std::to_string(r) + " step " + std::to_string(i) +
+                      " depends on a later step";
+          return res;
+        }
     }
     ranks[r].state.assign(ranks[r].sch.steps.size(), kPending);
     ranks[r].scratch.assign(ranks[r].sch.scratchBytes, 0xEE);
