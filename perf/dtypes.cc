@@ -4,6 +4,8 @@
 #include <cstring>
 #include <strings.h>
 
+#include "kernels/ops.h"  // header-only: the same conversions the kernels use
+
 namespace weftperf {
 
 namespace {
@@ -40,67 +42,6 @@ const Alias kAliases[] = {
 };
 
 const char* const kOpNames[WEFT_NUM_OPS] = {"sum", "prod", "max", "min", "avg"};
-
-// Minifloat with `ebits` exponent bits, `mbits` mantissa bits, IEEE bias.
-// `saturate`: overflow (and infinity) gives the largest finite value.
-uint32_t encodeMini(double v, int ebits, int mbits, bool hasInf, bool saturate) {
-  const uint32_t emask = (1u << ebits) - 1;
-  const uint32_t mmask = (1u << mbits) - 1;
-  const int bias = (1 << (ebits - 1)) - 1;
-  const uint32_t signBit = 1u << (ebits + mbits);
-  const uint32_t nanBits = (emask << mbits) | mmask;
-  if (std::isnan(v)) return nanBits;
-  const uint32_t sign = std::signbit(v) ? signBit : 0;
-  double a = std::fabs(v);
-  // The largest finite encoding: exponent field emask-1 with a full mantissa
-  // when the top exponent is reserved (inf/NaN), else emask with mantissa
-  // mmask-1 (f8e4m3: mmask is NaN).
-  const uint32_t maxBits = hasInf ? (((emask - 1) << mbits) | mmask) : ((emask << mbits) | (mmask - 1));
-  const uint32_t overflowBits = (hasInf && !saturate) ? (emask << mbits) : maxBits;
-  if (std::isinf(a)) return sign | overflowBits;
-  if (a == 0.0) return sign;
-  int e2 = 0;
-  std::frexp(a, &e2);  // a = f * 2^e2, f in [0.5, 1)
-  int e = e2 - 1;      // a = 1.x * 2^e
-  uint32_t bits;
-  if (e < 1 - bias) {
-    // Subnormal: units of 2^(1 - bias - mbits). A carry into the exponent
-    // field yields the smallest normal, which is the right encoding.
-    double q = std::nearbyint(std::ldexp(a, bias - 1 + mbits));
-    bits = static_cast<uint32_t>(q);
-  } else {
-    double q = std::nearbyint(std::ldexp(a, mbits - e));  // in [2^mbits, 2^(mbits+1)]
-    if (q >= std::ldexp(1.0, mbits + 1)) {
-      q = std::ldexp(q, -1);
-      ++e;
-    }
-    const long field = static_cast<long>(e) + bias;
-    if (field > static_cast<long>(emask)) return sign | overflowBits;
-    bits = (static_cast<uint32_t>(field) << mbits) | (static_cast<uint32_t>(q) & mmask);
-    if (bits > maxBits) return sign | overflowBits;
-  }
-  return sign | bits;
-}
-
-double decodeMini(uint32_t bits, int ebits, int mbits, bool hasInf) {
-  const uint32_t emask = (1u << ebits) - 1;
-  const uint32_t mmask = (1u << mbits) - 1;
-  const int bias = (1 << (ebits - 1)) - 1;
-  const bool neg = (bits >> (ebits + mbits)) & 1u;
-  const uint32_t e = (bits >> mbits) & emask;
-  const uint32_t m = bits & mmask;
-  double v;
-  if (e == emask && hasInf) {
-    v = m ? NAN : INFINITY;
-  } else if (e == emask && !hasInf && m == mmask) {
-    v = NAN;
-  } else if (e == 0) {
-    v = std::ldexp(static_cast<double>(m), 1 - bias - mbits);
-  } else {
-    v = std::ldexp(static_cast<double>(m | (1u << mbits)), static_cast<int>(e) - bias - mbits);
-  }
-  return neg ? -v : v;
-}
 
 }  // namespace
 
@@ -190,15 +131,23 @@ void encodeValue(const DtypeInfo& t, double v, void* dst) {
     case WEFT_FLOAT64:
       std::memcpy(dst, &v, 8);
       return;
-    case WEFT_FLOAT16:
-    case WEFT_BFLOAT16: {
-      uint16_t x = static_cast<uint16_t>(encodeMini(v, t.ebits, t.mbits, t.hasInf, false));
+    case WEFT_FLOAT16: {
+      weft::half_t x = weft::floatToHalf(static_cast<float>(v));
       std::memcpy(dst, &x, 2);
       return;
     }
-    case WEFT_FP8_E4M3:
+    case WEFT_BFLOAT16: {
+      weft::bf16_t x = weft::floatToBf16(static_cast<float>(v));
+      std::memcpy(dst, &x, 2);
+      return;
+    }
+    case WEFT_FP8_E4M3: {
+      weft::fp8e4m3_t x = weft::floatToFp8e4m3(static_cast<float>(v));
+      std::memcpy(dst, &x, 1);
+      return;
+    }
     case WEFT_FP8_E5M2: {
-      uint8_t x = static_cast<uint8_t>(encodeMini(v, t.ebits, t.mbits, t.hasInf, true));
+      weft::fp8e5m2_t x = weft::floatToFp8e5m2(static_cast<float>(v));
       std::memcpy(dst, &x, 1);
       return;
     }
@@ -249,17 +198,25 @@ double decodeValue(const DtypeInfo& t, const void* src) {
       std::memcpy(&x, src, 8);
       return x;
     }
-    case WEFT_FLOAT16:
-    case WEFT_BFLOAT16: {
-      uint16_t x;
+    case WEFT_FLOAT16: {
+      weft::half_t x;
       std::memcpy(&x, src, 2);
-      return decodeMini(x, t.ebits, t.mbits, t.hasInf);
+      return weft::halfToFloat(x);
     }
-    case WEFT_FP8_E4M3:
-    case WEFT_FP8_E5M2: {
-      uint8_t x;
+    case WEFT_BFLOAT16: {
+      weft::bf16_t x;
+      std::memcpy(&x, src, 2);
+      return weft::bf16ToFloat(x);
+    }
+    case WEFT_FP8_E4M3: {
+      weft::fp8e4m3_t x;
       std::memcpy(&x, src, 1);
-      return decodeMini(x, t.ebits, t.mbits, t.hasInf);
+      return weft::fp8e4m3ToFloat(x);
+    }
+    case WEFT_FP8_E5M2: {
+      weft::fp8e5m2_t x;
+      std::memcpy(&x, src, 1);
+      return weft::fp8e5m2ToFloat(x);
     }
     default:
       return NAN;
