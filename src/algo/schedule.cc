@@ -70,21 +70,125 @@ size_t recvBytes(const CollArgs& a, int nranks, int) {
   }
 }
 
+namespace {
+
+struct AlgoInfo {
+  Algo algo;
+  const char* name;
+  uint32_t colls;  // bit per CollType
+};
+
+constexpr uint32_t bit(CollType t) { return 1u << static_cast<unsigned>(t); }
+constexpr uint32_t kAnyColl = 0xffffffffu;
+
+const AlgoInfo kAlgos[] = {
+    {Algo::Auto, "auto", kAnyColl},
+    {Algo::Ring, "ring",
+     bit(CollType::AllReduce) | bit(CollType::ReduceScatter) | bit(CollType::AllGather)},
+    {Algo::RecursiveDoubling, "rd", 0},
+    {Algo::HalvingDoubling, "hd", 0},
+    {Algo::DoubleBinaryTree, "dbt", 0},
+    {Algo::Direct, "direct", 0},
+    {Algo::Chain, "chain", bit(CollType::Broadcast) | bit(CollType::Reduce)},
+    {Algo::BinomialTree, "binomial", 0},
+    {Algo::Bruck, "bruck", 0},
+    {Algo::Pairwise, "pairwise", bit(CollType::AllToAll)},
+    {Algo::Dissemination, "dissemination", bit(CollType::Barrier)},
+    {Algo::Shm, "shm", 0},
+};
+
+const AlgoInfo* infoOf(Algo a) {
+  for (const AlgoInfo& i : kAlgos)
+    if (i.algo == a) return &i;
+  return nullptr;
+}
+
+}  // namespace
+
+const char* algoName(Algo a) {
+  const AlgoInfo* i = infoOf(a);
+  return i ? i->name : "?";
+}
+
+bool parseAlgo(const std::string& name, Algo* out) {
+  static const struct {
+    const char* alias;
+    Algo algo;
+  } kAliases[] = {
+      {"recursive_doubling", Algo::RecursiveDoubling},
+      {"halving_doubling", Algo::HalvingDoubling},
+      {"rabenseifner", Algo::HalvingDoubling},
+      {"tree", Algo::DoubleBinaryTree},
+      {"double_binary_tree", Algo::DoubleBinaryTree},
+      {"one_shot", Algo::Direct},
+  };
+  for (const AlgoInfo& i : kAlgos)
+    if (name == i.name) return *out = i.algo, true;
+  for (const auto& a : kAliases)
+    if (name == a.alias) return *out = a.algo, true;
+  return false;
+}
+
+bool algoSupports(Algo a, CollType t) {
+  if (t == CollType::Send || t == CollType::Recv) return a == Algo::Auto;
+  const AlgoInfo* i = infoOf(a);
+  return i && (i->colls & bit(t));
+}
+
+Algo defaultAlgo(CollType t) {
+  switch (t) {
+    case CollType::AllReduce:
+    case CollType::ReduceScatter:
+    case CollType::AllGather: return Algo::Ring;
+    case CollType::Broadcast:
+    case CollType::Reduce: return Algo::Chain;
+    case CollType::AllToAll: return Algo::Pairwise;
+    case CollType::Barrier: return Algo::Dissemination;
+    case CollType::Send:
+    case CollType::Recv: return Algo::Auto;
+  }
+  return Algo::Auto;
+}
+
+size_t collBytes(const CollArgs& a, int nranks) {
+  size_t b = a.count * a.eltSize;
+  switch (a.type) {
+    case CollType::AllGather:
+    case CollType::ReduceScatter:
+    case CollType::AllToAll: return b * static_cast<size_t>(nranks);
+    default: return b;
+  }
+}
+
 Status buildSchedule(const CollArgs& args, const BuildParams& p, Schedule* out) {
   *out = Schedule();
   if (p.nranks < 1 || p.rank < 0 || p.rank >= p.nranks)
     return Status(WEFT_ERR_INTERNAL, "buildSchedule: bad rank/nranks");
   if (args.eltSize == 0) return Status(WEFT_ERR_INTERNAL, "buildSchedule: element size 0");
-  switch (args.type) {
-    case CollType::AllReduce: buildRingAllReduce(args, p, out); break;
-    case CollType::ReduceScatter: buildRingReduceScatter(args, p, out); break;
-    case CollType::AllGather: buildRingAllGather(args, p, out); break;
-    case CollType::Broadcast: buildChainBroadcast(args, p, out); break;
-    case CollType::Reduce: buildChainReduce(args, p, out); break;
-    case CollType::AllToAll: buildPairwiseAllToAll(args, p, out); break;
-    case CollType::Barrier: buildDisseminationBarrier(args, p, out); break;
-    case CollType::Send:
-    case CollType::Recv: buildPointToPoint(args, p, out); break;
+  const bool p2p = args.type == CollType::Send || args.type == CollType::Recv;
+  const Algo algo = p.algo == Algo::Auto || p2p ? defaultAlgo(args.type) : p.algo;
+  if (!p2p && !algoSupports(algo, args.type))
+    return invalidUsage(strFormat("algorithm %s does not implement %s", algoName(algo),
+                                  collName(args.type)));
+  if (p2p) {
+    buildPointToPoint(args, p, out);
+    return Status::ok();
+  }
+  switch (algo) {
+    case Algo::Ring:
+      if (args.type == CollType::AllReduce) buildRingAllReduce(args, p, out);
+      if (args.type == CollType::ReduceScatter) buildRingReduceScatter(args, p, out);
+      if (args.type == CollType::AllGather) buildRingAllGather(args, p, out);
+      break;
+    case Algo::Chain:
+      if (args.type == CollType::Broadcast) buildChainBroadcast(args, p, out);
+      if (args.type == CollType::Reduce) buildChainReduce(args, p, out);
+      break;
+    case Algo::Pairwise: buildPairwiseAllToAll(args, p, out); break;
+    case Algo::Dissemination: buildDisseminationBarrier(args, p, out); break;
+    default:
+      return invalidUsage(strFormat("algorithm %s has no schedule builder for %s",
+                                    algoName(algo), collName(args.type)));
   }
   return Status::ok();
 }

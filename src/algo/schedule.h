@@ -88,15 +88,50 @@ struct CollArgs {
   bool inPlace = false;
 };
 
+// The algorithms weft knows. Each schedule-building one has a builder
+// below (one file each); Shm is the shared-memory arena of one host
+// (transports/shm/arena.h), which runs without a schedule.
+enum class Algo : uint8_t {
+  Auto = 0,           // let the selector (select.h) choose
+  Ring,               // allreduce, reduce_scatter, allgather: bandwidth-optimal
+  RecursiveDoubling,  // allreduce, allgather: log2(n) steps, whole vectors
+  HalvingDoubling,    // allreduce, reduce_scatter: Rabenseifner, any n
+  DoubleBinaryTree,   // allreduce: NCCL's two complementary trees
+  Direct,             // every rank exchanges with every rank in one step
+  Chain,              // broadcast, reduce: pipelined chain
+  BinomialTree,       // broadcast, reduce
+  Bruck,              // allgather: ceil(log2 n) steps, any n
+  Pairwise,           // alltoall
+  Dissemination,      // barrier
+  Shm,                // any collective, all ranks on one host: shm arena
+  kCount
+};
+// Canonical name ("ring", "rd", "hd", "dbt", "direct", "chain", "binomial",
+// "bruck", "pairwise", "dissemination", "shm"; "auto").
+const char* algoName(Algo a);
+// Accepts the canonical names and a few long forms ("recursive_doubling",
+// "halving_doubling", "rabenseifner", "tree", "double_binary_tree").
+bool parseAlgo(const std::string& name, Algo* out);
+// Whether `a` implements collective `t` (Auto: always).
+bool algoSupports(Algo a, CollType t);
+// The algorithm buildSchedule uses for `t` when none is chosen.
+Algo defaultAlgo(CollType t);
+
 struct BuildParams {
   int rank = 0;
   int nranks = 1;
   size_t chunkBytes = 1 << 20;  // largest message a step moves
   int slots = 4;                // scratch slots in flight per stream
+  Algo algo = Algo::Auto;       // Auto = defaultAlgo(type)
 };
 
-// Builds the schedule of `args` for `p.rank`. Chooses the algorithm (only one
-// per collective so far; WEFT_ALGO will select among several).
+// The message size of a collective as nccl-tests and weft-perf print it:
+// count * eltSize, times nranks for allgather, reduce_scatter and alltoall.
+size_t collBytes(const CollArgs& a, int nranks);
+
+// Builds the schedule of `args` for `p.rank` with algorithm `p.algo`.
+// An algorithm that does not implement the collective (or Shm, which has no
+// schedule) is WEFT_ERR_INVALID_USAGE naming both.
 Status buildSchedule(const CollArgs& args, const BuildParams& p, Schedule* out);
 
 // The builders, one per file.
