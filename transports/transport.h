@@ -80,6 +80,7 @@ struct TransportCaps {
   size_t preferredChunk = 1 << 20;  // bytes per message that keeps it busy
   double bandwidthGBs = 1.0;        // sustained, one direction
   double latencyUs = 10.0;          // one small message, one way
+  bool doorbell = false;            // sleep() works (peers wake this rank)
 };
 
 class Endpoint {
@@ -115,6 +116,12 @@ class Transport {
   // An fd that becomes readable when progress() may have work (an epoll fd
   // over the sockets), so an idle engine can sleep in poll(); -1 if none.
   virtual int pollFd() const { return -1; }
+  // Sleeps until a peer signals this rank (a futex doorbell) or maxUs pass;
+  // false, at once, when the transport has no doorbell.
+  virtual bool sleep(int maxUs) {
+    (void)maxUs;
+    return false;
+  }
 };
 
 // Factories, one per transport folder.

@@ -97,8 +97,7 @@ weft_result_t submit(weft_comm_t comm, const Call& k, weft_stream_t stream) {
     g.calls.push_back(pc);
     return WEFT_SUCCESS;
   }
-  std::vector<PendingCall> calls{pc};
-  st = issueCalls(calls, true, nullptr, nullptr);
+  st = c->runNow(a, k.dtype, k.send, k.recv);
   return st.isOk() ? WEFT_SUCCESS : setError(c.get(), st);
 }
 

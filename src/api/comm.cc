@@ -6,6 +6,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "exec/arena_op.h"
 #include "kernels/cpu/reduce.h"
 #include "net/socket.h"
 
@@ -62,6 +63,7 @@ Status Comm::init(const weft_unique_id_t& id) {
   for (int p = 0; p < nranks_; ++p) eps[p] = eps_[p].get();
   for (auto& t : transports_) {
     all.push_back(t.get());
+    if (shm::Arena* a = shmArenaOf(t.get())) arena_ = a;
     for (int p = 0; p < nranks_; ++p)
       if (transportNames_[p] == t->name()) owners[p] = t.get();
   }
@@ -167,18 +169,55 @@ void Comm::logInit() const {
   }
 }
 
+Algo Comm::chooseAlgo(const CollArgs& args) const {
+  if (args.type == CollType::Send || args.type == CollType::Recv) return Algo::Auto;
+  if (arena_) return Algo::Shm;
+  return Algo::Auto;
+}
+
+Status Comm::runNow(const CollArgs& args, weft_datatype_t dt, const void* send, void* recv) {
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    if (closed_) return Status(WEFT_ERR_ABORTED, "communicator was aborted");
+    if (arena_ && !engine_->busy() && engine_->error().isOk() &&
+        chooseAlgo(args) == Algo::Shm) {
+      ArenaOp op(arena_, args, dt, send, recv, ++collSeq_);
+      Status st = op.run(cfg_.timeoutS, &aborting_);
+      if (st.isError()) engine_->fail(st);
+      return st;
+    }
+  }
+  auto tracker = std::make_shared<OpTracker>();
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    WEFT_RETURN_IF_ERROR(enqueue(args, dt, send, recv, tracker));
+  }
+  return waitFor(tracker);
+}
+
 Status Comm::enqueue(const CollArgs& args, weft_datatype_t dt, const void* send, void* recv,
                      const std::shared_ptr<OpTracker>& tracker, bool stageSend) {
   std::unique_ptr<Op> op(new Op());
   op->args = args;
   op->dtype = dt;
-  BuildParams p;
-  p.rank = rank_;
-  p.nranks = nranks_;
-  p.chunkBytes = chunkBytes_;
-  p.slots = 4;
-  WEFT_RETURN_IF_ERROR(buildSchedule(args, p, &op->sched));
+  const Algo algo = chooseAlgo(args);
   if (args.type != CollType::Send && args.type != CollType::Recv) op->seq = ++collSeq_;
+  if (algo == Algo::Shm) {
+    op->runner.reset(new ArenaOp(arena_, args, dt, send, recv, op->seq));
+    op->sched.algorithm = "shm";
+  } else {
+    BuildParams p;
+    p.rank = rank_;
+    p.nranks = nranks_;
+    p.chunkBytes = chunkBytes_;
+    p.slots = 4;
+    p.algo = algo;
+    Status bs = buildSchedule(args, p, &op->sched);
+    if (bs.isError()) {
+      if (op->seq) --collSeq_;
+      return bs;
+    }
+  }
   op->tag = opTag(args.type, op->seq);
   op->send = static_cast<uint8_t*>(const_cast<void*>(send));
   op->recv = static_cast<uint8_t*>(recv);
@@ -270,6 +309,7 @@ Status Comm::finalize() {
 }
 
 void Comm::abort() {
+  aborting_ = true;
   {
     std::lock_guard<std::mutex> lk(mu);
     stopThread_ = true;

@@ -16,6 +16,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "exec/engine.h"
+#include "transports/shm/arena.h"
 #include "transports/transport.h"
 #include "weft.h"
 
@@ -39,6 +40,10 @@ class Comm {
   // the send data now, so later receives may overwrite the user's buffer.
   Status enqueue(const CollArgs& args, weft_datatype_t dt, const void* send, void* recv,
                  const std::shared_ptr<OpTracker>& tracker, bool stageSend = false);
+  // Runs one collective outside a group and waits for it: inline on the
+  // shm arena when that is the chosen algorithm and nothing else is
+  // pending, else through the engine.
+  Status runNow(const CollArgs& args, weft_datatype_t dt, const void* send, void* recv);
   // One engine step under the lock; true when anything moved.
   bool progressOnce();
   // Drives the engine until `tracker` has no pending ops (bounded by the
@@ -61,6 +66,8 @@ class Comm {
   Status exchangePeerInfo();
   Status setUpTransports();
   void logInit() const;
+  // The algorithm for `args` (WEFT_ALGO, else the cost model).
+  Algo chooseAlgo(const CollArgs& args) const;
   void progressLoop();
 
   int rank_ = 0, nranks_ = 1;
@@ -71,9 +78,11 @@ class Comm {
   std::vector<std::unique_ptr<Endpoint>> eps_;
   std::vector<std::string> transportNames_;
   std::unique_ptr<Engine> engine_;
+  shm::Arena* arena_ = nullptr;  // all ranks on this host: the shm arena
   uint64_t collSeq_ = 0;
   size_t chunkBytes_ = 1 << 20;
   std::atomic<bool> closed_{false};
+  std::atomic<bool> aborting_{false};  // set by abort() before it takes `mu`
 
   std::thread progressThread_;
   std::condition_variable progressCv_;

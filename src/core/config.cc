@@ -85,6 +85,9 @@ Config Config::fromEnv() {
   if (c.shmSlotBytes < 4096) c.shmSlotBytes = 4096;
   c.shmSlots = static_cast<int>(envLong("WEFT_SHM_SLOTS", c.shmSlots, 2, 1024));
   c.algo = envStr("WEFT_ALGO");
+  c.shmArenaChunk = envBytes("WEFT_SHM_ARENA_CHUNK", c.shmArenaChunk);
+  if (c.shmArenaChunk && c.shmArenaChunk < 4096) c.shmArenaChunk = 4096;
+  c.spinUs = envLong("WEFT_SPIN_US", c.spinUs, -1, 1000000);
   return c;
 }
 

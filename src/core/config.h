@@ -17,7 +17,9 @@ struct Config {
   size_t chunkBytes = 0;           // WEFT_CHUNK_BYTES: 0 = transport's preferred
   size_t shmSlotBytes = 1 << 20;   // WEFT_SHM_SLOT_BYTES: one slot of a shm FIFO
   int shmSlots = 8;                // WEFT_SHM_SLOTS: slots per shm FIFO
-  std::string algo;                // WEFT_ALGO: algorithm override (see docs/env.md)
+  std::string algo;                // WEFT_ALGO: algorithm override (see docs/tuning.md)
+  size_t shmArenaChunk = 1 << 20;  // WEFT_SHM_ARENA_CHUNK: bytes per arena round; 0 = no arena
+  long spinUs = -1;                // WEFT_SPIN_US: spin before sleeping; -1 = auto
 
   // Reads every WEFT_* variable; unknown values fall back to defaults with a warning.
   static Config fromEnv();

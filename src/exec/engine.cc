@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/clock.h"
+#include "core/cpu.h"
 #include "core/log.h"
 #include "kernels/cpu/reduce.h"
 
@@ -18,12 +19,6 @@ namespace {
 // cost of a call, and the engine stops there so that sends are still posted
 // in order.
 constexpr size_t kScanBudget = 4096;
-
-inline void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
 
 }  // namespace
 
@@ -42,8 +37,16 @@ Engine::Engine(int rank, int nranks, const Config& cfg, std::vector<Endpoint*> e
   for (Transport* t : transports_) {
     int fd = t->pollFd();
     if (fd >= 0) pollFds_.push_back(pollfd{fd, POLLIN, 0});
+    doorbells_ |= t->caps().doorbell;
   }
   lastProgressNs_ = nowNs();
+  // Spin before sleeping: long when every rank of this host has a core,
+  // barely when they share cores (then spinning steals the peer's slice).
+  int local = 0;
+  for (const PeerInfo& p : peers_)
+    if (p.hostHash == peers_[rank_].hostHash) ++local;
+  long spinUs = cfg_.spinUs >= 0 ? cfg_.spinUs : (local > usableCpus() ? 2 : 100);
+  spinNs_ = static_cast<uint64_t>(spinUs) * 1000;
 }
 
 void Engine::enqueue(std::unique_ptr<Op> op) {
@@ -56,7 +59,7 @@ void Engine::enqueue(std::unique_ptr<Op> op) {
     finishOp(*op, error_);
     return;
   }
-  if (op->sched.steps.empty()) {
+  if (op->sched.steps.empty() && !op->runner) {
     finishOp(*op, Status());
     return;
   }
@@ -197,8 +200,24 @@ bool Engine::progress() {
   }
   size_t budget = kScanBudget;
   bool moved = false;
+  bool runnerAhead = false;  // an earlier runner op is still running
   for (auto& op : ops_) {
     if (op->finished) continue;
+    if (op->runner) {
+      if (runnerAhead) continue;
+      Status st;
+      if (op->runner->progress(&st, &moved)) {
+        moved = true;
+        if (st.isError()) {
+          fail(st);
+          return true;
+        }
+        finishOp(*op, st);
+      } else {
+        runnerAhead = true;
+      }
+      continue;
+    }
     moved |= advanceOp(*op, sendGen_, recvGen_, gen_, &budget);
     if (!error_.isOk()) return true;
     if (budget == 0) break;
@@ -226,6 +245,10 @@ void Engine::checkStalled() {
   for (auto& op : ops_) {
     if (op->finished) continue;
     oldest = op.get();
+    if (op->runner) {
+      op->runner->waitingFor(&waiting);
+      break;
+    }
     for (size_t i = op->firstPending; i < op->state.size(); ++i) {
       const Step& s = op->sched.steps[i];
       if (op->state[i] == Op::kDone || s.peer < 0) continue;
@@ -258,16 +281,23 @@ void Engine::checkStalled() {
 }
 
 void Engine::idleWait(int idleRounds, int maxUs) {
-  if (idleRounds < 64) {
+  const uint64_t now = nowNs();
+  if (idleRounds <= 1) idleSinceNs_ = now;
+  if (now - idleSinceNs_ < spinNs_) {
     cpuRelax();
-  } else if (idleRounds < 512) {
-    sched_yield();
-  } else if (!pollFds_.empty()) {
-    int ms = std::max(1, maxUs / 1000);
-    poll(pollFds_.data(), pollFds_.size(), ms);
-  } else {
-    usleep(static_cast<useconds_t>(std::min(maxUs, 50 + (idleRounds - 512))));
+    return;
   }
+  if (pollFds_.empty()) {
+    for (Transport* t : transports_)
+      if (t->sleep(maxUs)) return;
+    usleep(static_cast<useconds_t>(std::min(maxUs, 50 + idleRounds / 64)));
+    return;
+  }
+  // Sockets and maybe shared memory: wait on the sockets, briefly enough
+  // that shared-memory peers (which cannot wake poll) are not kept waiting.
+  const long ns = doorbells_ ? 20000L : std::max(1000, maxUs) * 1000L;
+  timespec ts{ns / 1000000000L, ns % 1000000000L};
+  ppoll(pollFds_.data(), pollFds_.size(), &ts, nullptr);
 }
 
 }  // namespace weft

@@ -41,8 +41,9 @@ class Engine {
   void enqueue(std::unique_ptr<Op> op);
   // Advances transports and ops without blocking; true when anything moved.
   bool progress();
-  // Sleeps a little when idle: spins, then yields, then waits on the
-  // transports' poll fds for at most `maxUs`.
+  // Waits a little when idle (idleRounds: progress() calls in a row that
+  // moved nothing): spins for WEFT_SPIN_US, then sleeps on a transport's
+  // doorbell or poll fd for at most `maxUs`.
   void idleWait(int idleRounds, int maxUs = 1000);
   bool busy() const { return !ops_.empty(); }
   // The sticky error (ok while healthy).
@@ -69,6 +70,9 @@ class Engine {
   uint64_t lastProgressNs_ = 0;
   uint64_t lastLivenessNs_ = 0;
   uint32_t gen_ = 0;
+  uint64_t spinNs_ = 0;
+  uint64_t idleSinceNs_ = 0;
+  bool doorbells_ = false;  // a transport can wake this rank from sleep()
   std::vector<uint32_t> sendGen_, recvGen_;
   std::vector<::pollfd> pollFds_;
 };

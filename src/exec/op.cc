@@ -10,7 +10,9 @@ uint64_t opTag(CollType type, uint64_t seq) {
   return (seq << 8) | static_cast<uint64_t>(type);
 }
 
-std::string Op::describe() const {
+std::string Op::describe() const { return describeOp(args, dtype, seq); }
+
+std::string describeOp(const CollArgs& args, weft_datatype_t dtype, uint64_t seq) {
   std::string s = collName(args.type);
   if (args.type == CollType::Send || args.type == CollType::Recv)
     return s + strFormat(" (%zu x %s, peer %d)", args.count, datatypeName(dtype), args.peer);

@@ -36,10 +36,24 @@ struct OpTracker {
   }
 };
 
+// An op that runs without a schedule (the shm arena, src/exec/arena_op.h).
+// The engine calls progress() in issue order; runner ops start one after
+// another (they share the arena's round sequence).
+class OpRunner {
+ public:
+  virtual ~OpRunner() = default;
+  // Advances without blocking; true once finished, with *st set on error.
+  // *moved is set when it got anywhere (for stall detection).
+  virtual bool progress(Status* st, bool* moved) = 0;
+  // The ranks it waits for now (stall and timeout reports).
+  virtual void waitingFor(std::vector<int>* ranks) const = 0;
+};
+
 struct Op {
   CollArgs args;
   weft_datatype_t dtype = WEFT_FLOAT32;
   Schedule sched;
+  std::unique_ptr<OpRunner> runner;  // instead of a schedule
   uint64_t seq = 0;  // collective sequence number on this comm (0 for p2p)
   uint64_t tag = 0;  // carried by every message of this op
 
@@ -71,5 +85,7 @@ struct Op {
 // ranks running different collectives at the same point see a mismatch.
 // Point-to-point messages carry a fixed tag: they match by order alone.
 uint64_t opTag(CollType type, uint64_t seq);
+// "allreduce #12 (1024 x float, sum)".
+std::string describeOp(const CollArgs& args, weft_datatype_t dtype, uint64_t seq);
 
 }  // namespace weft

@@ -97,7 +97,8 @@ TEST_CASE("shm: segments are gone when connect never happens or fails", "[transp
       std::string blob;
       TP_OK(r.transport->localAddress(&blob));
       TP_CHECK(r.barrier(), "barrier");
-      TP_CHECK(segments(r.ctx).size() == 2, "expected 2 segments: %s",
+      // Two FIFOs and two arena blocks.
+      TP_CHECK(segments(r.ctx).size() == 4, "expected 4 segments: %s",
                join(segments(r.ctx)).c_str());
       TP_CHECK(r.barrier(), "barrier");
       r.transport.reset();
@@ -118,8 +119,11 @@ TEST_CASE("shm: segments are gone when connect never happens or fails", "[transp
         TP_CHECK(st.code() == WEFT_ERR_TIMEOUT, "got %d: %s", static_cast<int>(st.code()),
                  st.message().c_str());
         TP_CHECK(contains(st.message(), "still missing: 1 "), "%s", st.message().c_str());
+        // Only rank 1's own segments remain (its FIFO from rank 0 and its
+        // arena block): ours are gone although connect failed.
         auto left = segments(r.ctx);
-        TP_CHECK(left.size() == 1 && !has(left, shm::segmentName(r.ctx.secret, r.ctx.commId, 1, 0)),
+        TP_CHECK(left.size() == 2 && has(left, shm::segmentName(r.ctx.secret, r.ctx.commId, 0, 1)) &&
+                     has(left, shm::segmentName(r.ctx.secret, r.ctx.commId, 1, 1)),
                  "left: %s", join(left).c_str());
       }
       TP_CHECK(r.barrier(), "barrier");
@@ -147,8 +151,10 @@ TEST_CASE("shm: a peer dying during connect is reported at once", "[transport][s
              static_cast<int>(st.code()), st.message().c_str());
     TP_CHECK(contains(st.message(), "rank 1"), "%s", st.message().c_str());
     TP_CHECK(nowSeconds() - t0 < 5, "took %.1f s", nowSeconds() - t0);
-    // The dead rank's own FIFO (0 -> 1) is its to unlink; clean up after it.
+    // The dead rank's own FIFO (0 -> 1) and arena block are its to unlink;
+    // clean up after it.
     shm_unlink(shm::segmentName(r.ctx.secret, r.ctx.commId, 0, 1).c_str());
+    shm_unlink(shm::segmentName(r.ctx.secret, r.ctx.commId, 1, 1).c_str());
     r.transport.reset();
     TP_CHECK(segments(r.ctx).empty(), "left: %s", join(segments(r.ctx)).c_str());
     return "";

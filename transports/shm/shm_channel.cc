@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/log.h"
+#include "transports/shm/arena.h"
 
 namespace weft {
 namespace shm {
@@ -46,9 +47,23 @@ bool ShmChannel::pushSend(Op& op) {
     ++head_;
     if (++headIdx_ == outSlots_) headIdx_ = 0;
     outHdr_->head.store(head_, std::memory_order_release);
+    wakePeer();
   } while (op.off < op.len);
   ++sendSeq_;
   return true;
+}
+
+void ShmChannel::wakePeer() {
+  if (!waker_) return;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  waker_->wakeIfSleeping(peer_);
+}
+
+bool ShmChannel::hasNews() const {
+  if (aborted_ || !failed_.isOk()) return false;
+  if (!recvs_.empty() && inHdr_->head.load(std::memory_order_acquire) != tail_) return true;
+  if (!sends_.empty() && outHdr_->tail.load(std::memory_order_acquire) != tailCache_) return true;
+  return false;
 }
 
 Status ShmChannel::pullRecv(Op& op, bool* done) {
@@ -84,6 +99,7 @@ Status ShmChannel::pullRecv(Op& op, bool* done) {
     ++tail_;
     if (++tailIdx_ == inSlots_) tailIdx_ = 0;
     inHdr_->tail.store(tail_, std::memory_order_release);
+    wakePeer();
   } while (op.off < op.len);
   ++recvSeq_;
   *done = true;
@@ -169,8 +185,10 @@ void ShmChannel::abort() {
   aborted_ = true;
   sends_.clear();
   recvs_.clear();
-  out_->close();
-  in_->close();
+  // Names go now; the mappings when the channel is destroyed (another
+  // thread may still look at them).
+  out_->unlink();
+  in_->unlink();
 }
 
 }  // namespace shm

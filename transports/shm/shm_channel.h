@@ -17,6 +17,8 @@
 namespace weft {
 namespace shm {
 
+class Arena;
+
 class ShmChannel {
  public:
   // `peerDesc` names the peer in errors: "rank 3 (pid 1234 on host x)".
@@ -31,8 +33,13 @@ class ShmChannel {
   // with `st`, later posts return it. Returns `st`.
   Status fail(const Status& st);
   const Status& failed() const { return failed_; }
-  // Drops pending operations, unmaps both FIFOs; later posts fail.
+  // Drops pending operations, unlinks both FIFOs; later posts fail.
   void abort();
+  // Rings the peer's doorbell (if it sleeps) after each publish.
+  void setWaker(Arena* a) { waker_ = a; }
+  // Something arrived or room was freed for a pending operation since the
+  // last progress(): the engine must not sleep.
+  bool hasNews() const;
 
  private:
   struct Op {
@@ -75,6 +82,8 @@ class ShmChannel {
   RingQueue<Op> recvs_;
   Status failed_;
   bool aborted_ = false;
+  Arena* waker_ = nullptr;
+  void wakePeer();
 };
 
 }  // namespace shm

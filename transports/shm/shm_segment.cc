@@ -88,6 +88,9 @@ Status Segment::create(const std::string& name, int src, int dst, uint32_t slots
   h->broken.store(0, std::memory_order_relaxed);
   h->head.store(0, std::memory_order_relaxed);
   h->tail.store(0, std::memory_order_relaxed);
+  h->flag.store(0, std::memory_order_relaxed);
+  h->bell.store(0, std::memory_order_relaxed);
+  h->sleeping.store(0, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   h->magic = kSegMagic;  // last: an opener seeing the magic sees the rest
   return Status::ok();

@@ -1,9 +1,12 @@
-// Shared-memory FIFOs of the shm transport: one POSIX shared-memory segment
-// per directed pair of ranks (src -> dst), created by the receiver (dst) and
-// mapped by the sender (src). The segment is a single-producer single-consumer
-// ring of fixed-size slots:
+// Shared-memory segments of the shm transport. Two uses, one layout:
+//  * FIFO: one segment per directed pair of ranks (src -> dst), created by
+//    the receiver (dst) and mapped by the sender (src): a single-producer
+//    single-consumer ring of fixed-size slots (below).
+//  * Rank block (src == dst == the creator's rank): the creator's part of the
+//    host's collective arena (arena.h): its phase flag, its doorbell, and four
+//    slots used as staging buffers. Every rank of the host maps every block.
 //
-//   FifoHeader (3 cache lines: constants + handshake flags | head | tail)
+//   FifoHeader (constants + handshake flags | head | tail | flag | doorbell)
 //   slot 0: SlotHeader (one cache line) + slotBytes of payload
 //   slot 1: ...
 //
@@ -26,7 +29,7 @@ namespace weft {
 namespace shm {
 
 constexpr uint32_t kSegMagic = 0x5753484d;  // "WSHM"
-constexpr uint32_t kSegVersion = 1;
+constexpr uint32_t kSegVersion = 2;
 constexpr size_t kCacheLine = 64;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shm FIFO needs lock-free atomics");
@@ -45,6 +48,14 @@ struct alignas(kCacheLine) FifoHeader {
   std::atomic<uint32_t> broken;    // set by the receiver on a protocol error
   alignas(kCacheLine) std::atomic<uint64_t> head;  // slots published (sender writes)
   alignas(kCacheLine) std::atomic<uint64_t> tail;  // slots consumed (receiver writes)
+  // Rank blocks only (arena.h). `flag` counts the arena phases the creator
+  // finished; `desc` describes its current collective (written before flag).
+  alignas(kCacheLine) std::atomic<uint64_t> flag;
+  uint64_t desc[4];
+  // The creator sleeps on `bell` (a futex word) after setting `sleeping`;
+  // whoever publishes something it may wait for bumps bell and wakes it.
+  alignas(kCacheLine) std::atomic<uint32_t> bell;
+  std::atomic<uint32_t> sleeping;
 };
 
 struct alignas(kCacheLine) SlotHeader {

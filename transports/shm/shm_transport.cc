@@ -14,6 +14,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "transports/shm/arena.h"
 #include "transports/shm/shm_channel.h"
 #include "transports/shm/shm_segment.h"
 #include "transports/transport.h"
@@ -62,6 +63,7 @@ class ShmTransport : public Transport {
     c.preferredChunk = ctx_.config.shmSlotBytes * half;
     c.bandwidthGBs = 8.0;
     c.latencyUs = 0.5;
+    c.doorbell = arena_ != nullptr;
     return c;
   }
 
@@ -71,6 +73,7 @@ class ShmTransport : public Transport {
     if (ctx_.config.shmSlots < 1 || ctx_.config.shmSlotBytes < 1)
       return invalidArgument("shm transport: WEFT_SHM_SLOTS and WEFT_SHM_SLOT_BYTES must be > 0");
     incoming_.resize(ctx_.nranks);
+    int local = 0;
     for (const PeerInfo& p : ctx_.peers) {
       if (p.rank < 0 || p.rank >= ctx_.nranks || !canReach(p)) continue;
       auto seg = std::make_unique<Segment>();
@@ -78,6 +81,14 @@ class ShmTransport : public Transport {
           seg->create(segmentName(ctx_.secret, ctx_.commId, p.rank, ctx_.rank), p.rank, ctx_.rank,
                       static_cast<uint32_t>(ctx_.config.shmSlots), ctx_.config.shmSlotBytes));
       incoming_[p.rank] = std::move(seg);
+      ++local;
+    }
+    // Every other rank on this host: this rank's block of the arena.
+    if (ctx_.config.shmArenaChunk > 0 && local == ctx_.nranks - 1 && ctx_.nranks > 1) {
+      myBlock_ = std::make_unique<Segment>();
+      WEFT_RETURN_IF_ERROR(myBlock_->create(
+          segmentName(ctx_.secret, ctx_.commId, ctx_.rank, ctx_.rank), ctx_.rank, ctx_.rank, 4,
+          ctx_.config.shmArenaChunk));
     }
     Blob b{kBlobMagic, static_cast<int32_t>(getpid()), hostHash_};
     blob->assign(reinterpret_cast<const char*>(&b), sizeof b);
@@ -92,7 +103,25 @@ class ShmTransport : public Transport {
     for (auto& seg : incoming_)
       if (seg) seg->close();
     incoming_.clear();
+    if (myBlock_) myBlock_->unlink();
+    if (!st.isOk()) {
+      arena_.reset();
+      blocks_.clear();
+      myBlock_.reset();
+    }
     return st;
+  }
+
+  Arena* arena() { return arena_.get(); }
+
+  bool sleep(int maxUs) override {
+    if (!arena_) return false;
+    arena_->sleep(maxUs, [this] {
+      for (ShmChannel* ch : active_)
+        if (ch->hasNews()) return true;
+      return false;
+    });
+    return true;
   }
 
   Status progress() override {
@@ -114,11 +143,18 @@ class ShmTransport : public Transport {
     return Status::ok();
   }
 
+  // Drops pending operations and unlinks every name now; the mappings stay
+  // until the transport is destroyed, since another thread of the comm may
+  // still be sleeping on the arena's doorbell.
   void shutdown() override {
     for (auto& ch : channels_)
       if (ch) ch->abort();
     for (auto& seg : incoming_)
       if (seg) seg->close();
+    for (auto& b : blocks_)
+      if (b) b->unlink();
+    if (myBlock_) myBlock_->unlink();
+    if (arena_) arena_->wakeSelf();
   }
 
  private:
@@ -142,6 +178,9 @@ class ShmTransport : public Transport {
   std::vector<std::shared_ptr<ShmChannel>> channels_;  // by peer rank
   std::vector<ShmChannel*> active_;                    // the connected ones
   std::vector<std::unique_ptr<PidWatch>> watches_;     // by peer rank
+  std::unique_ptr<Segment> myBlock_;                   // this rank's arena block
+  std::vector<std::unique_ptr<Segment>> blocks_;       // the other ranks' blocks
+  std::unique_ptr<Arena> arena_;
 };
 
 Status ShmTransport::connectImpl(const std::vector<int>& peers,
@@ -178,6 +217,13 @@ Status ShmTransport::connectImpl(const std::vector<int>& peers,
     }
     WEFT_RETURN_IF_ERROR(incoming_[p]->reserve());
   }
+  const bool withArena = myBlock_ && peers.size() == static_cast<size_t>(ctx_.nranks - 1);
+  if (withArena) {
+    WEFT_RETURN_IF_ERROR(myBlock_->reserve());
+    blocks_.resize(ctx_.nranks);
+  } else {
+    myBlock_.reset();
+  }
   std::vector<std::unique_ptr<Segment>> out(ctx_.nranks);
   WEFT_RETURN_IF_ERROR(waitHandshake(peers, &out));
   channels_.resize(ctx_.nranks);
@@ -188,8 +234,26 @@ Status ShmTransport::connectImpl(const std::vector<int>& peers,
     (*eps)[p] = std::make_unique<ShmEndpoint>(channels_[p]);
     active_.push_back(channels_[p].get());
   }
-  WEFT_INFO(kTransport, "shm transport: rank %d connected to %zu peers (%d slots of %zu bytes)",
-            ctx_.rank, peers.size(), ctx_.config.shmSlots, ctx_.config.shmSlotBytes);
+  if (withArena) {
+    std::vector<Segment*> blocks(ctx_.nranks);
+    std::vector<PidWatch*> watches(ctx_.nranks, nullptr);
+    std::vector<std::string> names(ctx_.nranks);
+    for (int r = 0; r < ctx_.nranks; ++r) {
+      blocks[r] = r == ctx_.rank ? myBlock_.get() : blocks_[r].get();
+      if (r != ctx_.rank) watches[r] = watches_[r].get();
+      names[r] = r == ctx_.rank ? strFormat("rank %d", r) : describe(r);
+    }
+    arena_ = std::make_unique<Arena>(ctx_.rank, ctx_.nranks, blocks, watches, names,
+                                     ctx_.config.spinUs);
+    for (int p : peers) channels_[p]->setWaker(arena_.get());
+  }
+  WEFT_INFO(kTransport,
+            "shm transport: rank %d connected to %zu peers (%d slots of %zu bytes); arena %s",
+            ctx_.rank, peers.size(), ctx_.config.shmSlots, ctx_.config.shmSlotBytes,
+            arena_ ? strFormat("4 x %zu bytes per rank%s", arena_->chunk(),
+                               arena_->oversubscribed() ? ", oversubscribed" : "")
+                         .c_str()
+                   : "off");
   return Status::ok();
 }
 
@@ -199,6 +263,8 @@ Status ShmTransport::waitHandshake(const std::vector<int>& peers,
                                    std::vector<std::unique_ptr<Segment>>* out) {
   Deadline dl(ctx_.config.bootstrapTimeoutS);
   std::vector<bool> opened(ctx_.nranks, false), attached(ctx_.nranks, false);
+  std::vector<bool> blockOpened(ctx_.nranks, !myBlock_);
+  bool blockAttached = !myBlock_;
   int sleepUs = 10;
   uint64_t nextLiveCheck = nowNs();
   for (;;) {
@@ -225,19 +291,44 @@ Status ShmTransport::waitHandshake(const std::vector<int>& peers,
           all = false;
         }
       }
+      if (!blockOpened[p]) {
+        auto seg = std::make_unique<Segment>();
+        bool missing = false;
+        WEFT_RETURN_IF_ERROR(
+            seg->open(segmentName(ctx_.secret, ctx_.commId, p, p), p, p, &missing));
+        if (missing) {
+          all = false;
+        } else {
+          seg->header()->attached.fetch_add(1, std::memory_order_acq_rel);
+          blocks_[p] = std::move(seg);
+          blockOpened[p] = true;
+        }
+      }
+    }
+    if (!blockAttached) {
+      // Every peer maps this rank's block: then its name can go.
+      if (myBlock_->header()->attached.load(std::memory_order_acquire) >= peers.size()) {
+        myBlock_->unlink();
+        blockAttached = true;
+      } else {
+        all = false;
+      }
     }
     if (all) return Status::ok();
     bool expired = dl.expired();
     if (expired || nowNs() >= nextLiveCheck) {
       std::string missing;
       for (int p : peers) {
-        if (opened[p] && attached[p]) continue;
+        if (opened[p] && attached[p] && blockOpened[p] && blockAttached) continue;
         if (watches_[p]->exited())
           return Status(WEFT_ERR_REMOTE,
                         strFormat("shm transport: rank %d connecting: ", ctx_.rank) + describe(p) +
                             " exited");
+        if (opened[p] && attached[p] && blockOpened[p]) continue;
         missing += strFormat("%s%d (%s)", missing.empty() ? "" : ", ", p,
-                             !opened[p] ? "its FIFO to us does not exist" : "did not attach");
+                             !opened[p]        ? "its FIFO to us does not exist"
+                             : !blockOpened[p] ? "its arena block does not exist"
+                                               : "did not attach");
       }
       if (expired)
         return Status(WEFT_ERR_TIMEOUT,
@@ -256,6 +347,11 @@ Status ShmTransport::waitHandshake(const std::vector<int>& peers,
 
 std::unique_ptr<Transport> makeShmTransport(const TransportContext& ctx) {
   return std::make_unique<shm::ShmTransport>(ctx);
+}
+
+shm::Arena* shmArenaOf(Transport* t) {
+  auto* s = dynamic_cast<shm::ShmTransport*>(t);
+  return s ? s->arena() : nullptr;
 }
 
 }  // namespace weft

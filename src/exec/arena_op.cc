@@ -1,0 +1,284 @@
+#include "exec/arena_op.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/log.h"
+#include "kernels/cpu/reduce.h"
+#include "transports/shm/arena.h"
+
+namespace weft {
+namespace {
+
+// Parts of a round are whole cache lines (the last may be shorter), so that
+// two ranks never write one line.
+constexpr size_t kLine = 64;
+
+inline void copy(void* dst, const void* src, size_t n) {
+  if (n && dst != src) memcpy(dst, src, n);
+}
+
+uint64_t descWord0(const CollArgs& a, weft_datatype_t dt) {
+  return static_cast<uint64_t>(a.type) | static_cast<uint64_t>(dt) << 8 |
+         static_cast<uint64_t>(a.op) << 16 | static_cast<uint64_t>(static_cast<uint32_t>(a.root))
+                                                  << 32;
+}
+
+std::string describeDesc(uint64_t w0, uint64_t w1) {
+  CollArgs a;
+  a.type = static_cast<CollType>(w0 & 0xff);
+  a.op = static_cast<weft_op_t>((w0 >> 16) & 0xff);
+  a.root = static_cast<int>(static_cast<uint32_t>(w0 >> 32));
+  a.count = w1;
+  std::string s = describeOp(a, static_cast<weft_datatype_t>((w0 >> 8) & 0xff), 0);
+  // describeOp prints "#0" for the sequence number we do not know here.
+  size_t hash = s.find(" #0");
+  if (hash != std::string::npos) s.erase(hash, 3);
+  return s;
+}
+
+}  // namespace
+
+size_t ArenaOp::oneShotLimit(int nranks, size_t chunk) {
+  // One-shot reads n inputs of S per rank but needs one synchronization
+  // instead of two: it wins while S is small.
+  size_t lim = nranks <= 2 ? 32768 : nranks <= 4 ? 16384 : 8192;
+  return std::min(lim, chunk);
+}
+
+ArenaOp::ArenaOp(shm::Arena* arena, const CollArgs& args, weft_datatype_t dt, const void* send,
+                 void* recv, uint64_t seq)
+    : arena_(arena),
+      args_(args),
+      dt_(dt),
+      send_(static_cast<const uint8_t*>(send)),
+      recv_(static_cast<uint8_t*>(recv)),
+      seq_(seq),
+      me_(arena->rank()),
+      n_(arena->nranks()) {
+  const size_t e = args.eltSize;
+  const size_t chunk = arena->chunk() / kLine * kLine;
+  const size_t blk = args.count * e;
+  switch (args.type) {
+    case CollType::AllReduce:
+      total_ = blk;
+      oneShot_ = blk <= oneShotLimit(n_, chunk);
+      step_ = oneShot_ ? std::max<size_t>(blk, 1) : chunk;
+      break;
+    case CollType::Reduce:
+    case CollType::Broadcast:
+    case CollType::AllGather:
+      total_ = blk;
+      step_ = chunk;
+      break;
+    case CollType::ReduceScatter:
+    case CollType::AllToAll: {
+      // The n-1 pieces of one round share my staging buffer.
+      total_ = blk;
+      size_t per = chunk / static_cast<size_t>(n_);
+      step_ = per >= kLine ? per / kLine * kLine : per / e * e;
+      break;
+    }
+    default: break;  // barrier: one round, no data
+  }
+  if (step_ % e) step_ -= step_ % e;
+  if (args.type == CollType::Barrier)
+    rounds_ = 1;
+  else
+    rounds_ = total_ == 0 || step_ == 0 ? 0 : (total_ + step_ - 1) / step_;
+  base_ = arena->reserveRounds(rounds_);
+}
+
+std::string ArenaOp::describe() const { return describeOp(args_, dt_, seq_); }
+
+bool ArenaOp::hasC() const {
+  return (args_.type == CollType::AllReduce && !oneShot_) ||
+         (args_.type == CollType::Reduce && me_ == args_.root);
+}
+
+uint64_t ArenaOp::target() const {
+  const uint64_t g = base_ + round_;
+  return stage_ == 1 ? 2 * g + 1 : stage_ == 2 ? 2 * g + 2 : 0;
+}
+
+void ArenaOp::part(size_t len, int p, size_t* off, size_t* plen) const {
+  size_t lines = (len + kLine - 1) / kLine;
+  size_t b = partOffset(lines, n_, p) * kLine, end = partOffset(lines, n_, p + 1) * kLine;
+  if (p + 1 == n_) end = lines * kLine;
+  b = std::min(b, len);
+  end = std::min(end, len);
+  *off = b;
+  *plen = end - b;
+}
+
+void ArenaOp::phaseA(size_t j, int par) {
+  const size_t lo = j * step_, len = std::min(step_, total_ - lo);
+  char* mine = arena_->buf(me_, par);
+  if (j == 0) arena_->setDesc(par, descWord0(args_, dt_), args_.count);
+  switch (args_.type) {
+    case CollType::AllReduce:
+    case CollType::Reduce:
+      if (oneShot_) {
+        copy(mine, send_ + lo, len);
+        break;
+      }
+      for (int p = 0; p < n_; ++p) {
+        if (p == me_) continue;
+        size_t off, pl;
+        part(len, p, &off, &pl);
+        copy(mine + off, send_ + lo + off, pl);
+      }
+      break;
+    case CollType::Broadcast:
+      if (me_ == args_.root) {
+        copy(mine, send_ + lo, len);
+        if (!args_.inPlace) copy(recv_ + lo, send_ + lo, len);
+      }
+      break;
+    case CollType::AllGather: copy(mine, send_ + lo, len); break;
+    case CollType::ReduceScatter:
+    case CollType::AllToAll:
+      for (int p = 0; p < n_; ++p)
+        if (p != me_) copy(mine + p * step_, send_ + p * total_ + lo, len);
+      break;
+    default: break;
+  }
+}
+
+Status ArenaOp::phaseB(size_t j, int par) {
+  const size_t lo = j * step_, len = std::min(step_, total_ - lo);
+  const size_t e = args_.eltSize;
+  if (j == 0) {
+    const uint64_t w0 = descWord0(args_, dt_), w1 = args_.count;
+    for (int p = 0; p < n_; ++p) {
+      const uint64_t* d = arena_->desc(p, par);
+      if (d[0] == w0 && d[1] == w1) continue;
+      return invalidUsage(strFormat(
+          "mismatched collectives at %s on rank %d: %s called %s (shm arena)", describe().c_str(),
+          me_, arena_->describe(p).c_str(), describeDesc(d[0], d[1]).c_str()));
+    }
+  }
+  const void* srcsInline[16];
+  std::vector<const void*> srcsHeap;
+  const void** srcs = srcsInline;
+  if (n_ > 16) {
+    srcsHeap.resize(n_);
+    srcs = srcsHeap.data();
+  }
+  switch (args_.type) {
+    case CollType::AllReduce:
+    case CollType::Reduce: {
+      if (oneShot_) {
+        for (int p = 0; p < n_; ++p) srcs[p] = arena_->buf(p, par);
+        uint8_t* dst = recv_ ? recv_ + lo : nullptr;
+        if (!dst) break;  // reduce is never one-shot; keep it safe anyway
+        reduceHostN(dst, srcs, n_, len / e, dt_, args_.op);
+        if (args_.op == WEFT_AVG) divideByCount(dst, len / e, dt_, n_);
+        break;
+      }
+      size_t off, pl;
+      part(len, me_, &off, &pl);
+      if (!pl) break;
+      for (int p = 0; p < n_; ++p)
+        srcs[p] = p == me_ ? static_cast<const void*>(send_ + lo + off) : arena_->buf(p, par) + off;
+      char* res = arena_->buf(me_, 2 + par) + off;
+      reduceHostN(res, srcs, n_, pl / e, dt_, args_.op);
+      if (args_.op == WEFT_AVG) divideByCount(res, pl / e, dt_, n_);
+      if (args_.type == CollType::AllReduce || me_ == args_.root) copy(recv_ + lo + off, res, pl);
+      break;
+    }
+    case CollType::Broadcast:
+      if (me_ != args_.root) copy(recv_ + lo, arena_->buf(args_.root, par), len);
+      break;
+    case CollType::AllGather:
+      for (int p = 0; p < n_; ++p) {
+        uint8_t* dst = recv_ + p * total_ + lo;
+        copy(dst, p == me_ ? send_ + lo : reinterpret_cast<const uint8_t*>(arena_->buf(p, par)),
+             len);
+      }
+      break;
+    case CollType::ReduceScatter: {
+      for (int p = 0; p < n_; ++p)
+        srcs[p] = p == me_ ? static_cast<const void*>(send_ + me_ * total_ + lo)
+                           : arena_->buf(p, par) + me_ * step_;
+      // In place, recv is my block of send: write it directly only where
+      // the kernel allows (dst == srcs[0]).
+      const bool direct = !args_.inPlace || me_ == 0;
+      char* tmp = arena_->buf(me_, 2 + par);
+      void* dst = direct ? static_cast<void*>(recv_ + lo) : tmp;
+      reduceHostN(dst, srcs, n_, len / e, dt_, args_.op);
+      if (args_.op == WEFT_AVG) divideByCount(dst, len / e, dt_, n_);
+      if (!direct) copy(recv_ + lo, tmp, len);
+      break;
+    }
+    case CollType::AllToAll:
+      for (int p = 0; p < n_; ++p) {
+        uint8_t* dst = recv_ + p * total_ + lo;
+        if (p == me_)
+          copy(dst, send_ + p * total_ + lo, len);
+        else
+          copy(dst, arena_->buf(p, par) + me_ * step_, len);
+      }
+      break;
+    default: break;
+  }
+  return Status::ok();
+}
+
+void ArenaOp::phaseC(size_t j, int par) {
+  const size_t lo = j * step_, len = std::min(step_, total_ - lo);
+  for (int p = 0; p < n_; ++p) {
+    if (p == me_) continue;
+    size_t off, pl;
+    part(len, p, &off, &pl);
+    copy(recv_ + lo + off, arena_->buf(p, 2 + par) + off, pl);
+  }
+}
+
+bool ArenaOp::progress(Status* st, bool* moved) {
+  while (round_ < rounds_) {
+    const uint64_t g = base_ + round_;
+    const int par = static_cast<int>(g & 1);
+    if (stage_ == 0) {
+      phaseA(round_, par);
+      arena_->publish(2 * g + 1);
+      stage_ = 1;
+      *moved = true;
+    }
+    if (stage_ == 1) {
+      if (!arena_->reached(2 * g + 1, nullptr)) return false;
+      Status bs = phaseB(round_, par);
+      if (bs.isError()) {
+        *st = bs;
+        return true;
+      }
+      arena_->publish(2 * g + 2);
+      stage_ = hasC() ? 2 : 0;
+      if (stage_ == 0) ++round_;
+      *moved = true;
+      continue;
+    }
+    if (!arena_->reached(2 * g + 2, nullptr)) return false;
+    phaseC(round_, par);
+    stage_ = 0;
+    ++round_;
+    *moved = true;
+  }
+  return true;
+}
+
+void ArenaOp::waitingFor(std::vector<int>* ranks) const {
+  if (round_ < rounds_) arena_->behind(target(), ranks);
+}
+
+Status ArenaOp::run(double timeoutS, const std::atomic<bool>* cancel) {
+  for (;;) {
+    Status st;
+    bool moved = false;
+    if (progress(&st, &moved)) return st;
+    st = arena_->wait(target(), timeoutS, [this] { return describe(); }, cancel);
+    if (st.isError()) return st;
+  }
+}
+
+}  // namespace weft

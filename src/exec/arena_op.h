@@ -1,0 +1,94 @@
+// Collectives over the shared-memory arena of one host (transports/shm/
+// arena.h): the `shm` algorithm. No messages: ranks copy into their own
+// staging buffers and read each other's in place.
+//
+// A collective runs in rounds; round j covers `step` bytes of the vector
+// (one arena chunk). Each round has up to three phases, and every rank
+// publishes its flag after A and after B:
+//
+//   A  write my staging buffer            publish 2g+1
+//   B  wait all >= 2g+1; read the others' staging, write my result buffer
+//                                         publish 2g+2
+//   C  wait all >= 2g+2; read the others' result buffers (allreduce, reduce)
+//
+// (g = the round's number in the communicator's arena sequence.) Staging and
+// result buffers alternate by the parity of g, so round g+2 may overwrite
+// round g's: a rank starts A(g+2) after B(g+1), which waited for every
+// rank's A(g+1), which each rank starts after finishing C(g).
+//
+// Per collective (n ranks, S bytes per round, me = this rank):
+//   allreduce, small (one-shot): A copies S; B reduces all n staged copies
+//     (rank order: bitwise identical results everywhere). 1 round trip.
+//   allreduce, large: the round is split into n parts, part p owned by rank
+//     p. A copies the n-1 parts I do not own; B reduces my part from my
+//     input and the n-1 staged copies into my result buffer (and my
+//     output); C copies the n-1 other results. Per rank and byte: copy in
+//     (n-1)/n, reduce 1/n from n inputs, copy out (n-1)/n.
+//   reduce: as allreduce, only the root runs C.
+//   broadcast: the root stages; the others copy out.
+//   allgather: each stages its block; each copies out all blocks.
+//   reduce_scatter: each stages the n-1 blocks it does not keep; each
+//     reduces its block from all ranks.
+//   alltoall: each stages the n-1 blocks for the others; each copies its.
+//   barrier: one round without data.
+// In round 0's A each rank also writes a descriptor of its collective
+// (type, datatype, op, root, count); B compares them, so ranks that called
+// different collectives get WEFT_ERR_INVALID_USAGE naming both calls.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "exec/op.h"
+
+namespace weft {
+namespace shm {
+class Arena;
+}
+
+class ArenaOp : public OpRunner {
+ public:
+  // Reserves this collective's rounds in the arena's sequence: create arena
+  // ops in issue order. Buffers as bound by the API (recv may be null where
+  // the collective writes none on this rank).
+  ArenaOp(shm::Arena* arena, const CollArgs& args, weft_datatype_t dt, const void* send,
+          void* recv, uint64_t seq);
+
+  bool progress(Status* st, bool* moved) override;
+  void waitingFor(std::vector<int>* ranks) const override;
+  // Runs to the end on the calling thread, waiting on the arena (bounded by
+  // timeoutS without progress; *cancel set by another thread aborts it).
+  Status run(double timeoutS, const std::atomic<bool>* cancel);
+
+  // Largest message that allreduce runs one-shot (every rank reduces it all).
+  static size_t oneShotLimit(int nranks, size_t chunk);
+
+ private:
+  void phaseA(size_t j, int par);
+  Status phaseB(size_t j, int par);
+  void phaseC(size_t j, int par);
+  bool hasC() const;
+  // The flag every rank must reach before the current stage.
+  uint64_t target() const;
+  // Byte range [*off, *off + *len) of part p of a round of `len` bytes.
+  void part(size_t len, int p, size_t* off, size_t* plen) const;
+  std::string describe() const;
+
+  shm::Arena* arena_;
+  CollArgs args_;
+  weft_datatype_t dt_;
+  const uint8_t* send_;
+  uint8_t* recv_;
+  uint64_t seq_;
+  int me_, n_;
+  bool oneShot_ = false;
+  size_t total_ = 0;  // bytes the rounds cover
+  size_t step_ = 0;   // bytes per round
+  size_t rounds_ = 0;
+  uint64_t base_ = 0;
+  size_t round_ = 0;
+  int stage_ = 0;  // 0: run A; 1: wait, run B; 2: wait, run C
+};
+
+}  // namespace weft

@@ -1,0 +1,143 @@
+#include "transports/shm/arena.h"
+
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "core/clock.h"
+#include "core/cpu.h"
+#include "core/log.h"
+
+namespace weft {
+namespace shm {
+void futexWait(std::atomic<uint32_t>* word, uint32_t expected, int maxUs) {
+  timespec ts{maxUs / 1000000, static_cast<long>(maxUs % 1000000) * 1000};
+  // Shared (not FUTEX_PRIVATE): the word lives in memory mapped by several
+  // processes. EAGAIN (the word already changed), EINTR and ETIMEDOUT all
+  // just return: callers re-check their condition.
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void futexWakeAll(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, 0x7fffffff, nullptr, nullptr,
+          0);
+}
+
+Arena::Arena(int rank, int nranks, std::vector<Segment*> blocks, std::vector<PidWatch*> watches,
+             std::vector<std::string> describe, long spinUs)
+    : rank_(rank),
+      nranks_(nranks),
+      chunk_(blocks[rank]->header()->slotBytes),
+      watches_(std::move(watches)),
+      describe_(std::move(describe)),
+      seen_(nranks, 0) {
+  for (int r = 0; r < nranks; ++r) {
+    hdr_.push_back(blocks[r]->header());
+    for (int i = 0; i < 4; ++i) bufs_.push_back(Segment::payload(blocks[r]->slot(i)));
+  }
+  oversubscribed_ = nranks > usableCpus();
+  // Auto: spin long when every rank has a core (a sleep/wake pair costs a
+  // few microseconds), barely when ranks share cores.
+  if (spinUs < 0) spinUs = oversubscribed_ ? 2 : 100;
+  spinNs_ = static_cast<uint64_t>(spinUs) * 1000;
+}
+
+void Arena::publish(uint64_t flag) {
+  hdr_[rank_]->flag.store(flag, std::memory_order_release);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  for (int r = 0; r < nranks_; ++r)
+    if (r != rank_ && hdr_[r]->sleeping.load(std::memory_order_relaxed)) wakeIfSleeping(r);
+}
+
+void Arena::wakeIfSleeping(int r) {
+  FifoHeader* h = hdr_[r];
+  if (!h->sleeping.load(std::memory_order_relaxed)) return;
+  h->bell.fetch_add(1, std::memory_order_acq_rel);
+  futexWakeAll(&h->bell);
+}
+
+bool Arena::reached(uint64_t v, int* lagging) const {
+  for (int r = 0; r < nranks_; ++r) {
+    uint64_t f = hdr_[r]->flag.load(std::memory_order_acquire);
+    seen_[r] = f;
+    if (f < v) {
+      if (lagging) *lagging = r;
+      return false;
+    }
+  }
+  return true;
+}
+
+// Sleeps on this rank's bell unless ready() holds once `sleeping` is set.
+// Returns ready()'s last answer.
+bool Arena::sleepOnBell(int maxUs, const std::function<bool()>& ready) {
+  FifoHeader* me = hdr_[rank_];
+  uint32_t bell = me->bell.load(std::memory_order_acquire);
+  me->sleeping.store(1, std::memory_order_seq_cst);
+  if (ready()) {
+    me->sleeping.store(0, std::memory_order_relaxed);
+    return true;
+  }
+  futexWait(&me->bell, bell, maxUs);
+  me->sleeping.store(0, std::memory_order_relaxed);
+  return ready();
+}
+
+Status Arena::wait(uint64_t v, double timeoutS, const std::function<std::string()>& what,
+                   const std::atomic<bool>* cancel) {
+  int lag = -1;
+  if (reached(v, &lag)) return Status::ok();
+  const uint64_t start = nowNs();
+  uint64_t now = start;
+  for (int i = 0; now - start < spinNs_; ++i) {
+    cpuRelax();
+    if (hdr_[lag]->flag.load(std::memory_order_acquire) >= v && reached(v, &lag))
+      return Status::ok();
+    if ((i & 63) == 63) now = nowNs();
+  }
+  uint64_t nextCheck = now + 1000000000ull;
+  const uint64_t end = start + static_cast<uint64_t>(timeoutS * 1e9);
+  int yields = oversubscribed_ ? 8 : 0;
+  for (;;) {
+    if (yields > 0) {
+      --yields;
+      sched_yield();
+      if (reached(v, &lag)) return Status::ok();
+    } else if (sleepOnBell(1000, [&] { return reached(v, &lag); })) {
+      return Status::ok();
+    }
+    if (cancel && cancel->load(std::memory_order_relaxed))
+      return Status(WEFT_ERR_ABORTED, "communicator was aborted");
+    now = nowNs();
+    if (now < nextCheck) continue;
+    nextCheck = now + 1000000000ull;
+    std::string behind;
+    for (int r = 0; r < nranks_; ++r) {
+      if (hdr_[r]->flag.load(std::memory_order_acquire) >= v) continue;
+      if (exited(r))
+        return Status(WEFT_ERR_REMOTE, strFormat("rank %d: %s: %s exited", rank_, what().c_str(),
+                                                 describe_[r].c_str()));
+      behind += (behind.empty() ? "" : ", ") + describe_[r];
+    }
+    if (now >= end)
+      return Status(WEFT_ERR_TIMEOUT,
+                    strFormat("rank %d: %s made no progress for %.0f s (WEFT_TIMEOUT_S); waiting "
+                              "for %s",
+                              rank_, what().c_str(), timeoutS, behind.c_str()));
+  }
+}
+
+void Arena::sleep(int maxUs, const std::function<bool()>& news) {
+  sleepOnBell(maxUs, [&] {
+    for (int r = 0; r < nranks_; ++r)
+      if (hdr_[r]->flag.load(std::memory_order_acquire) != seen_[r]) return true;
+    return news && news();
+  });
+}
+
+}  // namespace shm
+}  // namespace weft

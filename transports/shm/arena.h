@@ -1,0 +1,122 @@
+// The collective arena of one host. When every rank of a communicator runs
+// on this host, each rank creates a rank block (shm_segment.h) and maps every
+// other rank's: a phase flag, a descriptor, a futex doorbell and four staging
+// buffers of `chunk` bytes. Collectives then run in rounds without messages
+// (src/exec/arena_op.h): a rank writes its staging buffers, publishes its
+// flag, and reads the other ranks' buffers in place. That is one copy in and
+// one copy out per byte, with the reduction fused into reading, and a few
+// cache-line transfers of synchronization per round.
+//
+// Flags: a rank's flag counts the phases it has finished. Every rank runs the
+// same phase sequence (the communicator's collectives in call order), so
+// "rank p has finished phase k" is flag[p] >= k: there are no per-op
+// handshakes and no resets.
+//
+// Waiting: a waiting rank spins (pause) for a while, then sleeps on its own
+// futex bell; publishing a flag wakes the ranks that sleep (Dekker: the
+// publisher stores its flag then reads `sleeping`, the sleeper stores
+// `sleeping` then re-reads the flags, both with full fences). The spin is
+// short when the host has fewer cores than ranks, so that ranks sharing a
+// core hand it over instead of burning their slice.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "transports/shm/shm_segment.h"
+
+namespace weft {
+namespace shm {
+
+// Futex helpers on a 32-bit word in (possibly shared) memory.
+void futexWait(std::atomic<uint32_t>* word, uint32_t expected, int maxUs);
+void futexWakeAll(std::atomic<uint32_t>* word);
+
+class Arena {
+ public:
+  // blocks[r]: rank r's block (all ranks, this one included), mapped;
+  // watches[r]: its process (nullptr for this rank). Not owned.
+  Arena(int rank, int nranks, std::vector<Segment*> blocks, std::vector<PidWatch*> watches,
+        std::vector<std::string> describe, long spinUs);
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  // Bytes of each staging buffer.
+  size_t chunk() const { return chunk_; }
+  // Rank r's staging buffer i (0..3), 64-byte aligned.
+  char* buf(int r, int i) const { return bufs_[static_cast<size_t>(r) * 4 + i]; }
+  bool oversubscribed() const { return oversubscribed_; }
+
+  // Reserves `rounds` consecutive round numbers for one collective; every
+  // rank reserves in the same order, so they agree. Round numbers start at 1.
+  uint64_t reserveRounds(uint64_t rounds) {
+    uint64_t base = nextRound_;
+    nextRound_ += rounds;
+    return base;
+  }
+
+  // Rank r's descriptor words for rounds of parity `par` (2 words each).
+  const uint64_t* desc(int r, int par) const { return hdr_[r]->desc + 2 * par; }
+  // Writes this rank's descriptor for parity `par` (before publishing).
+  void setDesc(int par, uint64_t w0, uint64_t w1) {
+    hdr_[rank_]->desc[2 * par] = w0;
+    hdr_[rank_]->desc[2 * par + 1] = w1;
+  }
+  // Publishes this rank's flag (release) and wakes ranks that sleep.
+  void publish(uint64_t flag);
+  // True when every rank's flag is >= v; else *lagging is a rank behind.
+  bool reached(uint64_t v, int* lagging) const;
+  // Appends the ranks whose flag is below v.
+  void behind(uint64_t v, std::vector<int>* ranks) const {
+    for (int r = 0; r < nranks_; ++r)
+      if (hdr_[r]->flag.load(std::memory_order_acquire) < v) ranks->push_back(r);
+  }
+  // Waits until reached(v): spins, then sleeps. Fails when a rank behind
+  // has exited (WEFT_ERR_REMOTE) or after timeoutS (WEFT_ERR_TIMEOUT), naming
+  // the ranks behind and `what` (the collective).
+  // A true *cancel (set by another thread: abort) ends it with
+  // WEFT_ERR_ABORTED.
+  Status wait(uint64_t v, double timeoutS, const std::function<std::string()>& what,
+              const std::atomic<bool>* cancel = nullptr);
+  // The engine's idle sleep: sleeps at most maxUs on this rank's bell, unless
+  // a flag moved since reached() last looked or `news` says there is work.
+  void sleep(int maxUs, const std::function<bool()>& news);
+  // Bumps rank r's bell and wakes it if it sleeps (FIFO publishers use it).
+  void wakeIfSleeping(int r);
+  // Wakes this rank's own sleeper (another thread of it: abort).
+  void wakeSelf() {
+    hdr_[rank_]->bell.fetch_add(1, std::memory_order_acq_rel);
+    futexWakeAll(&hdr_[rank_]->bell);
+  }
+  // Rank r's process has exited.
+  bool exited(int r) const { return watches_[r] && watches_[r]->exited(); }
+  const std::string& describe(int r) const { return describe_[r]; }
+
+ private:
+  bool sleepOnBell(int maxUs, const std::function<bool()>& ready);
+
+  int rank_, nranks_;
+  size_t chunk_;
+  std::vector<FifoHeader*> hdr_;
+  std::vector<char*> bufs_;
+  std::vector<PidWatch*> watches_;
+  std::vector<std::string> describe_;
+  uint64_t nextRound_ = 1;
+  uint64_t spinNs_;
+  bool oversubscribed_;
+  mutable std::vector<uint64_t> seen_;  // flags as reached() last read them
+};
+
+}  // namespace shm
+
+class Transport;
+// The arena of a shm transport (nullptr for another transport, or when not
+// every rank of the communicator is on this host).
+shm::Arena* shmArenaOf(Transport* t);
+
+}  // namespace weft
