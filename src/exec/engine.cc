@@ -85,7 +85,7 @@ void Engine::finishOp(Op& op, const Status& st) {
 void Engine::fail(const Status& st) {
   if (error_.isOk()) {
     error_ = st;
-    WEFT_WARN(kColl, "rank %d: %s", rank_, st.message().c_str());
+    WEFT_WARN(kColl, "%s", st.message().c_str());
   }
   for (auto& op : ops_) finishOp(*op, error_);
   ops_.clear();

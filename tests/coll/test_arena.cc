@@ -1,0 +1,127 @@
+// The shm arena (transports/shm/arena.h, src/exec/arena_op.h): what the
+// collective matrix does not reach — rounds much smaller than the messages,
+// parts that do not divide evenly, mixed blocking and nonblocking calls,
+// mismatched calls, and a peer that stops.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <csignal>
+
+#include "coll/check.h"
+
+using namespace wtest;
+
+TEST_CASE("arena: rounds of 4 KiB - every collective over many rounds (processes)",
+          "[coll][arena][processes]") {
+  // 4 KiB rounds split over 3 ranks: parts are 22 or 21 cache lines, the last
+  // round is partial, and reduce_scatter / alltoall pieces are 1344 bytes.
+  for (int n : {2, 3, 5}) {
+    INFO("n=" << n);
+    std::string err = runProcesses(
+        n,
+        [](weft_comm_t c, int r, int n) {
+          for (Coll coll : kAllColls)
+            for (weft_datatype_t dt : {WEFT_FLOAT32, WEFT_FLOAT16, WEFT_INT8, WEFT_FLOAT64})
+              for (size_t count : {size_t(1), size_t(1000), size_t(7777)})
+                for (bool ip : {false, true}) {
+                  std::string e = runAndCheck(c, r, n, coll, dt, WEFT_SUM, count, ip, n - 1);
+                  if (!e.empty()) return e;
+                }
+          return std::string();
+        },
+        {"WEFT_SHM_ARENA_CHUNK=4096", "WEFT_TRANSPORTS=shm"});
+    REQUIRE(err == "");
+  }
+}
+
+TEST_CASE("arena: AVG and PROD over many rounds - threads", "[coll][arena][threads]") {
+  ScopedEnv chunk("WEFT_SHM_ARENA_CHUNK", "8K");
+  std::string err = runThreads(4, [](weft_comm_t c, int r, int n) {
+    for (weft_op_t op : {WEFT_AVG, WEFT_PROD, WEFT_MAX})
+      for (Coll coll : {Coll::AllReduce, Coll::Reduce, Coll::ReduceScatter})
+        for (size_t count : {size_t(3), size_t(5000)}) {
+          std::string e = runAndCheck(c, r, n, coll, WEFT_INT32, op, count, false, 2);
+          if (!e.empty()) return e;
+        }
+    return std::string();
+  });
+  REQUIRE(err == "");
+}
+
+TEST_CASE("arena: nonblocking groups and blocking calls interleave in order", "[coll][arena][async]") {
+  std::string err = runThreads(3, [](weft_comm_t c, int r, int n) -> std::string {
+    std::vector<float> a(3000, static_cast<float>(r + 1)), b(3000, 0.0f), x(10, 1.0f);
+    weft_request_t req = nullptr;
+    TRY_WEFT(weft_group_start());
+    TRY_WEFT(weft_allreduce(a.data(), b.data(), a.size(), WEFT_FLOAT32, WEFT_SUM, c, nullptr));
+    TRY_WEFT(weft_broadcast(a.data(), a.data(), a.size(), WEFT_FLOAT32, 1, c, nullptr));
+    TRY_WEFT(weft_group_end_async(&req));
+    // Issued after the group: runs after it, through the engine.
+    TRY_WEFT(weft_allreduce(x.data(), x.data(), x.size(), WEFT_FLOAT32, WEFT_SUM, c, nullptr));
+    TRY_WEFT(weft_wait(req));
+    weft_request_free(req);
+    const float sum = n * (n + 1) / 2.0f;
+    for (float v : b)
+      if (v != sum) return "allreduce in the group: " + std::to_string(v);
+    for (float v : a)
+      if (v != 2.0f) return "broadcast in the group: " + std::to_string(v);
+    for (float v : x)
+      if (v != static_cast<float>(n)) return "allreduce after the group: " + std::to_string(v);
+    return "";
+  });
+  REQUIRE(err == "");
+}
+
+TEST_CASE("arena: mismatched collectives name both calls on every rank", "[coll][arena][mismatch]") {
+  ScopedEnv t("WEFT_TIMEOUT_S", "10");
+  std::string out = runThreads(2, [](weft_comm_t c, int r, int) -> std::string {
+    std::vector<int32_t> v(1000, 1);
+    weft_result_t res = r == 0
+        ? weft_allreduce(v.data(), v.data(), 1000, WEFT_INT32, WEFT_SUM, c, nullptr)
+        : weft_broadcast(v.data(), v.data(), 1000, WEFT_INT32, 0, c, nullptr);
+    std::string msg = weft_get_last_error(c);
+    if (res != WEFT_ERR_INVALID_USAGE)
+      return "expected INVALID_USAGE, got " + std::string(weft_get_error_string(res)) + ": " + msg;
+    if (msg.find("allreduce") == std::string::npos || msg.find("broadcast") == std::string::npos)
+      return "does not name both calls: " + msg;
+    return "#ok";
+  });
+  INFO(out);
+  CHECK(out.find("rank 0: #ok") != std::string::npos);
+  CHECK(out.find("rank 1: #ok") != std::string::npos);
+}
+
+TEST_CASE("arena: different counts are a mismatch too", "[coll][arena][mismatch]") {
+  std::string out = runThreads(3, [](weft_comm_t c, int r, int) -> std::string {
+    std::vector<float> v(100, 1.0f);
+    weft_result_t res =
+        weft_allreduce(v.data(), v.data(), r == 2 ? 99 : 100, WEFT_FLOAT32, WEFT_SUM, c, nullptr);
+    std::string msg = weft_get_last_error(c);
+    if (res != WEFT_ERR_INVALID_USAGE) return "expected INVALID_USAGE: " + msg;
+    if (msg.find("99 x float") == std::string::npos) return "does not show the count: " + msg;
+    return "#ok";
+  });
+  INFO(out);
+  CHECK(out.find("rank 0: #ok") != std::string::npos);
+  CHECK(out.find("rank 2: #ok") != std::string::npos);
+}
+
+TEST_CASE("arena: a rank that stops calling times out naming it", "[coll][arena][timeout]") {
+  ScopedEnv t("WEFT_TIMEOUT_S", "2");
+  std::string out = runThreads(3, [](weft_comm_t c, int r, int) -> std::string {
+    float x = 1;
+    TRY_WEFT(weft_allreduce(&x, &x, 1, WEFT_FLOAT32, WEFT_SUM, c, nullptr));
+    if (r == 1) return "#idle";  // never calls the second allreduce
+    auto t0 = std::chrono::steady_clock::now();
+    weft_result_t res = weft_allreduce(&x, &x, 1, WEFT_FLOAT32, WEFT_SUM, c, nullptr);
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::string msg = weft_get_last_error(c);
+    if (res != WEFT_ERR_TIMEOUT) return "expected TIMEOUT: " + msg;
+    if (msg.find("rank 1") == std::string::npos) return "does not name rank 1: " + msg;
+    if (secs > 8) return "took " + std::to_string(secs) + " s";
+    return "#ok";
+  });
+  INFO(out);
+  CHECK(out.find("rank 0: #ok") != std::string::npos);
+  CHECK(out.find("rank 2: #ok") != std::string::npos);
+}
