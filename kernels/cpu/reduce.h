@@ -32,6 +32,11 @@ void reduceHostN(void* dst, const void* const* srcs, int nsrc, size_t count, wef
 // dst[i] /= n (integer division for integer types, rounded for narrow floats).
 void divideByCount(void* dst, size_t count, weft_datatype_t dt, uint64_t n);
 
+// memcpy with non-temporal stores (AVX2), for outputs far larger than the
+// caches: no read of the destination first, nothing evicted. The buffers
+// must not overlap.
+void copyHostStreaming(void* dst, const void* src, size_t bytes);
+
 // The instruction set chosen at run time: "avx512", "avx2", or "portable".
 const char* hostReduceIsa();
 

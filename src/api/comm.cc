@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/clock.h"
+#include "core/cpu.h"
 #include "core/log.h"
 #include "exec/arena_op.h"
 #include "kernels/cpu/reduce.h"
@@ -69,6 +71,7 @@ Status Comm::init(const weft_unique_id_t& id) {
   }
   engine_.reset(new Engine(rank_, nranks_, cfg_, eps, owners, all, peers_));
   chunkBytes_ = cfg_.chunkBytes ? cfg_.chunkBytes : (1u << 20);
+  setUpSelection();
   // Everyone connected before anyone sends.
   WEFT_RETURN_IF_ERROR(boot_->barrier(cfg_.bootstrapTimeoutS));
   logInit();
@@ -169,10 +172,52 @@ void Comm::logInit() const {
   }
 }
 
-Algo Comm::chooseAlgo(const CollArgs& args) const {
-  if (args.type == CollType::Send || args.type == CollType::Recv) return Algo::Auto;
-  if (arena_) return Algo::Shm;
-  return Algo::Auto;
+void Comm::setUpSelection() {
+  CostModel& m = model_;
+  m.nranks = nranks_;
+  std::vector<uint64_t> hosts;
+  for (const PeerInfo& p : peers_) {
+    int here = 0;
+    for (const PeerInfo& q : peers_) here += q.hostHash == p.hostHash;
+    m.maxRanksPerHost = std::max(m.maxRanksPerHost, here);
+    if (std::find(hosts.begin(), hosts.end(), p.hostHash) == hosts.end())
+      hosts.push_back(p.hostHash);
+  }
+  m.nhosts = static_cast<int>(hosts.size());
+  m.cores = usableCpus();
+  for (auto& t : transports_) {
+    const TransportCaps c = t->caps();
+    LinkClass l{c.latencyUs, c.bandwidthGBs};
+    if (std::string(t->name()) == "shm") m.intra = l;
+    if (std::string(t->name()) == "tcp") {
+      m.inter = l;
+      if (m.nhosts == 1) m.intra = l;  // tcp forced within the host
+    }
+  }
+  m.shmArena = arena_ != nullptr;
+  if (arena_) m.arenaChunk = arena_->chunk();
+  if (!cfg_.algo.empty()) {
+    Status st = parseAlgoRules(cfg_.algo, &rules_);
+    if (st.isError()) {
+      WEFT_WARN(kTuning, "ignoring WEFT_ALGO=%s: %s", cfg_.algo.c_str(), st.message().c_str());
+      rules_ = AlgoRules();
+    }
+  }
+  if (rank_ == 0 && logEnabled(LogLevel::Info, kTuning))
+    WEFT_INFO(kTuning, "algorithm selection (%d ranks, %d hosts, arena %s):\n%s", nranks_,
+              m.nhosts, arena_ ? "on" : "off", tuningTable(m, &rules_).c_str());
+}
+
+Choice Comm::chooseAlgo(const CollArgs& args) {
+  if (args.type == CollType::Send || args.type == CollType::Recv) return Choice();
+  CachedChoice& c = choices_[(static_cast<size_t>(args.type) * 31 + args.count * 7 + args.eltSize) % 64];
+  if (c.type == args.type && c.count == args.count && c.eltSize == args.eltSize) return c.choice;
+  c.type = args.type;
+  c.count = args.count;
+  c.eltSize = args.eltSize;
+  c.choice = choose(args, model_, &rules_);
+  if (c.choice.algo == Algo::Shm && !arena_) c.choice.algo = Algo::Auto;
+  return c.choice;
 }
 
 Status Comm::runNow(const CollArgs& args, weft_datatype_t dt, const void* send, void* recv) {
@@ -180,7 +225,7 @@ Status Comm::runNow(const CollArgs& args, weft_datatype_t dt, const void* send, 
     std::lock_guard<std::mutex> lk(mu);
     if (closed_) return Status(WEFT_ERR_ABORTED, "communicator was aborted");
     if (arena_ && !engine_->busy() && engine_->error().isOk() &&
-        chooseAlgo(args) == Algo::Shm) {
+        chooseAlgo(args).algo == Algo::Shm) {
       ArenaOp op(arena_, args, dt, send, recv, ++collSeq_);
       Status st = op.run(cfg_.timeoutS, &aborting_);
       if (st.isError()) engine_->fail(st);
@@ -200,18 +245,18 @@ Status Comm::enqueue(const CollArgs& args, weft_datatype_t dt, const void* send,
   std::unique_ptr<Op> op(new Op());
   op->args = args;
   op->dtype = dt;
-  const Algo algo = chooseAlgo(args);
+  const Choice choice = chooseAlgo(args);
   if (args.type != CollType::Send && args.type != CollType::Recv) op->seq = ++collSeq_;
-  if (algo == Algo::Shm) {
+  if (choice.algo == Algo::Shm) {
     op->runner.reset(new ArenaOp(arena_, args, dt, send, recv, op->seq));
     op->sched.algorithm = "shm";
   } else {
     BuildParams p;
     p.rank = rank_;
     p.nranks = nranks_;
-    p.chunkBytes = chunkBytes_;
+    p.chunkBytes = cfg_.chunkBytes ? cfg_.chunkBytes : choice.chunkBytes;
     p.slots = 4;
-    p.algo = algo;
+    p.algo = choice.algo;
     Status bs = buildSchedule(args, p, &op->sched);
     if (bs.isError()) {
       if (op->seq) --collSeq_;

@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "algo/algo_rules.h"
+#include "algo/select.h"
 #include "bootstrap/bootstrap.h"
 #include "exec/engine.h"
 #include "transports/shm/arena.h"
@@ -66,8 +68,10 @@ class Comm {
   Status exchangePeerInfo();
   Status setUpTransports();
   void logInit() const;
-  // The algorithm for `args` (WEFT_ALGO, else the cost model).
-  Algo chooseAlgo(const CollArgs& args) const;
+  // The algorithm and chunk size for `args` (WEFT_ALGO, else the cost
+  // model); remembered per (collective, count, element size).
+  Choice chooseAlgo(const CollArgs& args);
+  void setUpSelection();
   void progressLoop();
 
   int rank_ = 0, nranks_ = 1;
@@ -79,6 +83,14 @@ class Comm {
   std::vector<std::string> transportNames_;
   std::unique_ptr<Engine> engine_;
   shm::Arena* arena_ = nullptr;  // all ranks on this host: the shm arena
+  CostModel model_;
+  AlgoRules rules_;  // WEFT_ALGO
+  struct CachedChoice {
+    CollType type = CollType::Send;
+    size_t count = 0, eltSize = 0;
+    Choice choice;
+  };
+  CachedChoice choices_[64];
   uint64_t collSeq_ = 0;
   size_t chunkBytes_ = 1 << 20;
   std::atomic<bool> closed_{false};

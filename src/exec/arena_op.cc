@@ -18,6 +18,10 @@ inline void copy(void* dst, const void* src, size_t n) {
   if (n && dst != src) memcpy(dst, src, n);
 }
 
+// Outputs at least this large go to memory with non-temporal stores: they
+// cannot stay cached anyway, and the stores skip reading the lines first.
+constexpr size_t kStreamOutputBytes = size_t{4} << 20;
+
 uint64_t descWord0(const CollArgs& a, weft_datatype_t dt) {
   return static_cast<uint64_t>(a.type) | static_cast<uint64_t>(dt) << 8 |
          static_cast<uint64_t>(a.op) << 16 | static_cast<uint64_t>(static_cast<uint32_t>(a.root))
@@ -82,6 +86,10 @@ ArenaOp::ArenaOp(shm::Arena* arena, const CollArgs& args, weft_datatype_t dt, co
     default: break;  // barrier: one round, no data
   }
   if (step_ % e) step_ -= step_ % e;
+  const size_t outBytes = args.type == CollType::AllGather || args.type == CollType::AllToAll
+                              ? blk * static_cast<size_t>(n_)
+                              : blk;
+  streamOut_ = outBytes >= kStreamOutputBytes;
   if (args.type == CollType::Barrier)
     rounds_ = 1;
   else
@@ -184,17 +192,17 @@ Status ArenaOp::phaseB(size_t j, int par) {
       char* res = arena_->buf(me_, 2 + par) + off;
       reduceHostN(res, srcs, n_, pl / e, dt_, args_.op);
       if (args_.op == WEFT_AVG) divideByCount(res, pl / e, dt_, n_);
-      if (args_.type == CollType::AllReduce || me_ == args_.root) copy(recv_ + lo + off, res, pl);
+      if (args_.type == CollType::AllReduce || me_ == args_.root) output(recv_ + lo + off, res, pl);
       break;
     }
     case CollType::Broadcast:
-      if (me_ != args_.root) copy(recv_ + lo, arena_->buf(args_.root, par), len);
+      if (me_ != args_.root) output(recv_ + lo, arena_->buf(args_.root, par), len);
       break;
     case CollType::AllGather:
       for (int p = 0; p < n_; ++p) {
         uint8_t* dst = recv_ + p * total_ + lo;
-        copy(dst, p == me_ ? send_ + lo : reinterpret_cast<const uint8_t*>(arena_->buf(p, par)),
-             len);
+        output(dst, p == me_ ? send_ + lo : reinterpret_cast<const uint8_t*>(arena_->buf(p, par)),
+               len);
       }
       break;
     case CollType::ReduceScatter: {
@@ -215,9 +223,9 @@ Status ArenaOp::phaseB(size_t j, int par) {
       for (int p = 0; p < n_; ++p) {
         uint8_t* dst = recv_ + p * total_ + lo;
         if (p == me_)
-          copy(dst, send_ + p * total_ + lo, len);
+          output(dst, send_ + p * total_ + lo, len);
         else
-          copy(dst, arena_->buf(p, par) + me_ * step_, len);
+          output(dst, arena_->buf(p, par) + me_ * step_, len);
       }
       break;
     default: break;
@@ -231,8 +239,16 @@ void ArenaOp::phaseC(size_t j, int par) {
     if (p == me_) continue;
     size_t off, pl;
     part(len, p, &off, &pl);
-    copy(recv_ + lo + off, arena_->buf(p, 2 + par) + off, pl);
+    output(recv_ + lo + off, arena_->buf(p, 2 + par) + off, pl);
   }
+}
+
+void ArenaOp::output(void* dst, const void* src, size_t n) const {
+  if (!n || dst == src) return;
+  if (streamOut_)
+    copyHostStreaming(dst, src, n);
+  else
+    memcpy(dst, src, n);
 }
 
 bool ArenaOp::progress(Status* st, bool* moved) {

@@ -74,6 +74,8 @@ class ArenaOp : public OpRunner {
   // Byte range [*off, *off + *len) of part p of a round of `len` bytes.
   void part(size_t len, int p, size_t* off, size_t* plen) const;
   std::string describe() const;
+  // Copies into the user's output buffer (streaming stores when large).
+  void output(void* dst, const void* src, size_t n) const;
 
   shm::Arena* arena_;
   CollArgs args_;
@@ -83,6 +85,7 @@ class ArenaOp : public OpRunner {
   uint64_t seq_;
   int me_, n_;
   bool oneShot_ = false;
+  bool streamOut_ = false;  // outputs written with non-temporal stores
   size_t total_ = 0;  // bytes the rounds cover
   size_t step_ = 0;   // bytes per round
   size_t rounds_ = 0;
