@@ -1,0 +1,258 @@
+// Collectives and point-to-point, each onto its weft call (Gather and
+// Scatter onto a group of weft sends and receives, as NCCL builds them).
+//
+// Memory and streams: this weft runs on host memory. A buffer CUDA reports
+// as device memory is refused with ncclInvalidUsage until weft's CUDA
+// support lands. A stream is never handed to weft (which refuses streams
+// without CUDA): with a CUDA runtime in the process the shim first waits for
+// the stream, so host memory written by work queued on it is complete; then
+// the operation runs on weft's host path and is complete when the call (or
+// the outermost ncclGroupEnd) returns, which is also complete "in stream
+// order". Without CUDA a stream is an opaque handle and ignored, so CPU-only
+// callers may pass any value.
+#include <initializer_list>
+#include <memory>
+#include <string>
+
+#include "core/log.h"
+#include "kernels/cpu/reduce.h"
+#include "shim/shim.h"
+
+using namespace weft::shim;
+
+namespace {
+
+// One NCCL call: resolves and checks what every collective shares, then
+// records the outcome (a refusal inside a group fails the group).
+class Call {
+ public:
+  Call(const char* fn, ncclComm_t comm, cudaStream_t stream)
+      : fn_(fn), comm_(comm), stream_(stream) {}
+
+  // The comm, the datatype, the buffers' memory, the stream.
+  bool begin(ncclDataType_t datatype, std::initializer_list<const void*> bufs) {
+    if (!ok(acquire(comm_, fn_, &c_))) return false;
+    wc = c_->wc;
+    if (static_cast<int>(datatype) < 0 || datatype >= ncclNumTypes) {
+      invalid("datatype " + std::to_string(datatype) + " is not an ncclDataType_t");
+      return false;
+    }
+    dt = static_cast<weft_datatype_t>(datatype);
+    for (const void* p : bufs) {
+      if (isDeviceMemory(p)) {
+        char where[32];
+        snprintf(where, sizeof where, "%p", p);
+        std::string msg = std::string(fn_) + ": buffer " + where +
+                          " is CUDA device memory; this weft has no CUDA support yet, so the "
+                          "NCCL shim runs on host memory only (docs/nccl-shim.md)";
+        WEFT_WARN(weft::kColl, "%s", msg.c_str());
+        return ok(setError(c_, ncclInvalidUsage, msg));
+      }
+    }
+    return ok(syncStream(c_, fn_, stream_));
+  }
+
+  bool op(ncclRedOp_t op, ncclDataType_t datatype) {
+    return ok(resolveOp(c_, fn_, op, datatype, &choice_)) && (wop = choice_.op, true);
+  }
+
+  // A PreMulSum op: *send becomes the scaled copy of its `count` elements.
+  bool preMultiply(const void** send, size_t count) {
+    if (!choice_.preMul) return true;
+    return ok(weft::shim::preMultiply(c_, fn_, *send, count, dt, choice_.scalar, send, &scratch_));
+  }
+
+  ncclResult_t invalid(const std::string& what) {
+    ok(setError(c_, ncclInvalidArgument, std::string(fn_) + ": " + what));
+    return result_;
+  }
+
+  ncclResult_t finish(weft_result_t w) {
+    if (scratch_ && inGroup()) keepUntilGroupEnd(std::move(scratch_));  // read at ncclGroupEnd
+    if (w == WEFT_SUCCESS) return ncclSuccess;
+    return groupRefused(fromWeft(c_, w, fn_));
+  }
+
+  ncclResult_t result() const { return result_; }
+  int rank() const { return c_->rank; }
+  int nranks() const { return c_->nranks; }
+
+  weft_comm_t wc = nullptr;
+  weft_datatype_t dt = WEFT_UINT8;
+  weft_op_t wop = WEFT_SUM;
+
+ private:
+  bool ok(ncclResult_t r) {
+    result_ = groupRefused(r);
+    return r == ncclSuccess;
+  }
+
+  const char* fn_;
+  ncclComm_t comm_;
+  cudaStream_t stream_;
+  ncclComm* c_ = nullptr;
+  OpChoice choice_;
+  std::unique_ptr<unsigned char[]> scratch_;
+  ncclResult_t result_ = ncclSuccess;
+};
+
+// Keeps the first failure of a sequence of weft calls.
+struct FirstError {
+  weft_result_t w = WEFT_SUCCESS;
+  void operator()(weft_result_t x) {
+    if (w == WEFT_SUCCESS) w = x;
+  }
+};
+
+}  // namespace
+
+extern "C" {
+
+ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                            cudaStream_t stream) {
+  Call k("ncclAllReduce", comm, stream);
+  if (!k.begin(datatype, {sendbuff, recvbuff}) || !k.op(op, datatype) ||
+      !k.preMultiply(&sendbuff, count))
+    return k.result();
+  return k.finish(weft_allreduce(sendbuff, recvbuff, count, k.dt, k.wop, k.wc, nullptr));
+}
+WEFT_NCCL_ALIAS(ncclAllReduce)
+
+ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count,
+                         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                         cudaStream_t stream) {
+  Call k("ncclReduce", comm, stream);
+  if (!k.begin(datatype, {sendbuff, recvbuff}) || !k.op(op, datatype) ||
+      !k.preMultiply(&sendbuff, count))
+    return k.result();
+  return k.finish(weft_reduce(sendbuff, recvbuff, count, k.dt, k.wop, root, k.wc, nullptr));
+}
+WEFT_NCCL_ALIAS(ncclReduce)
+
+ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                cudaStream_t stream) {
+  Call k("ncclReduceScatter", comm, stream);
+  if (!k.begin(datatype, {sendbuff, recvbuff}) || !k.op(op, datatype)) return k.result();
+  if (recvcount > SIZE_MAX / static_cast<size_t>(k.nranks()))
+    return k.invalid("recvcount " + std::to_string(recvcount) + " is too large");
+  if (!k.preMultiply(&sendbuff, recvcount * static_cast<size_t>(k.nranks()))) return k.result();
+  return k.finish(weft_reduce_scatter(sendbuff, recvbuff, recvcount, k.dt, k.wop, k.wc, nullptr));
+}
+WEFT_NCCL_ALIAS(ncclReduceScatter)
+
+ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                            ncclDataType_t datatype, int root, ncclComm_t comm,
+                            cudaStream_t stream) {
+  Call k("ncclBroadcast", comm, stream);
+  if (!k.begin(datatype, {sendbuff, recvbuff})) return k.result();
+  return k.finish(weft_broadcast(sendbuff, recvbuff, count, k.dt, root, k.wc, nullptr));
+}
+WEFT_NCCL_ALIAS(ncclBroadcast)
+
+ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root,
+                        ncclComm_t comm, cudaStream_t stream) {
+  Call k("ncclBcast", comm, stream);
+  if (!k.begin(datatype, {buff})) return k.result();
+  return k.finish(weft_broadcast(buff, buff, count, k.dt, root, k.wc, nullptr));
+}
+WEFT_NCCL_ALIAS(ncclBcast)
+
+ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  Call k("ncclAllGather", comm, stream);
+  if (!k.begin(datatype, {sendbuff, recvbuff})) return k.result();
+  return k.finish(weft_allgather(sendbuff, recvbuff, sendcount, k.dt, k.wc, nullptr));
+}
+WEFT_NCCL_ALIAS(ncclAllGather)
+
+ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  Call k("ncclAlltoAll", comm, stream);
+  if (!k.begin(datatype, {sendbuff, recvbuff})) return k.result();
+  return k.finish(weft_alltoall(sendbuff, recvbuff, count, k.dt, k.wc, nullptr));
+}
+WEFT_NCCL_ALIAS(ncclAlltoAll)
+
+ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count,
+                         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  Call k("ncclGather", comm, stream);
+  if (!k.begin(datatype, {sendbuff, recvbuff})) return k.result();
+  const int n = k.nranks(), me = k.rank();
+  if (root < 0 || root >= n)
+    return k.invalid("root " + std::to_string(root) + " is outside [0, " + std::to_string(n) + ")");
+  if (count > 0 && (!sendbuff || (me == root && !recvbuff)))
+    return k.invalid("a buffer is NULL with count " + std::to_string(count));
+  // Rank i's block lands at recvbuff + i * count on the root; the root's own
+  // block is a send to itself unless it is already in place.
+  const size_t blk = count * weft::datatypeSize(k.dt);
+  FirstError e;
+  e(weft_group_start());
+  if (me == root) {
+    for (int i = 0; i < n; ++i) {
+      void* dst = static_cast<unsigned char*>(recvbuff) + static_cast<size_t>(i) * blk;
+      if (i != me) {
+        e(weft_recv(dst, count, k.dt, i, k.wc, nullptr));
+      } else if (count > 0 && dst != sendbuff) {
+        e(weft_send(sendbuff, count, k.dt, me, k.wc, nullptr));
+        e(weft_recv(dst, count, k.dt, me, k.wc, nullptr));
+      }
+    }
+  } else {
+    e(weft_send(sendbuff, count, k.dt, root, k.wc, nullptr));
+  }
+  e(weft_group_end());
+  return k.finish(e.w);
+}
+WEFT_NCCL_ALIAS(ncclGather)
+
+ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count,
+                          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  Call k("ncclScatter", comm, stream);
+  if (!k.begin(datatype, {sendbuff, recvbuff})) return k.result();
+  const int n = k.nranks(), me = k.rank();
+  if (root < 0 || root >= n)
+    return k.invalid("root " + std::to_string(root) + " is outside [0, " + std::to_string(n) + ")");
+  if (count > 0 && (!recvbuff || (me == root && !sendbuff)))
+    return k.invalid("a buffer is NULL with count " + std::to_string(count));
+  // Block i of the root's sendbuff goes to rank i; the root's own block is a
+  // send to itself unless recvbuff already is that block.
+  const size_t blk = count * weft::datatypeSize(k.dt);
+  FirstError e;
+  e(weft_group_start());
+  if (me == root) {
+    for (int i = 0; i < n; ++i) {
+      const void* src = static_cast<const unsigned char*>(sendbuff) + static_cast<size_t>(i) * blk;
+      if (i != me) {
+        e(weft_send(src, count, k.dt, i, k.wc, nullptr));
+      } else if (count > 0 && src != recvbuff) {
+        e(weft_send(src, count, k.dt, me, k.wc, nullptr));
+        e(weft_recv(recvbuff, count, k.dt, me, k.wc, nullptr));
+      }
+    }
+  } else {
+    e(weft_recv(recvbuff, count, k.dt, root, k.wc, nullptr));
+  }
+  e(weft_group_end());
+  return k.finish(e.w);
+}
+WEFT_NCCL_ALIAS(ncclScatter)
+
+ncclResult_t pncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                       ncclComm_t comm, cudaStream_t stream) {
+  Call k("ncclSend", comm, stream);
+  if (!k.begin(datatype, {sendbuff})) return k.result();
+  return k.finish(weft_send(sendbuff, count, k.dt, peer, k.wc, nullptr));
+}
+WEFT_NCCL_ALIAS(ncclSend)
+
+ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                       ncclComm_t comm, cudaStream_t stream) {
+  Call k("ncclRecv", comm, stream);
+  if (!k.begin(datatype, {recvbuff})) return k.result();
+  return k.finish(weft_recv(recvbuff, count, k.dt, peer, k.wc, nullptr));
+}
+WEFT_NCCL_ALIAS(ncclRecv)
+
+}  // extern "C"

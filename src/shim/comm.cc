@@ -1,0 +1,323 @@
+// The communicator behind an ncclComm_t: its registry of live handles, its
+// creation (now, on a worker thread, or at the end of a group), and the
+// calls that query, finalize, destroy and abort it.
+//
+// Creation states: kDeferred (recorded in an open group), kCreating (running
+// on the calling or a worker thread), then kReady or kFailed; ncclCommFinalize
+// moves a ready comm to kFinalized. A call that needs the weft communicator
+// waits for a creation still running (acquire), so a nonblocking comm may be
+// used as soon as the caller likes; ncclCommGetAsyncError never waits.
+#include <cstring>
+#include <mutex>
+#include <unordered_set>
+
+#include "core/log.h"
+#include "shim/shim.h"
+
+namespace weft {
+namespace shim {
+namespace {
+
+constexpr uint64_t kShimCommMagic = 0x6e63636c2d776674ull;  // "nccl-wft"
+
+std::mutex& registryMu() {
+  static std::mutex m;
+  return m;
+}
+std::unordered_set<const ncclComm*>& registry() {
+  static std::unordered_set<const ncclComm*> s;
+  return s;
+}
+
+}  // namespace
+
+bool isLive(ncclComm_t comm) {
+  std::lock_guard<std::mutex> lk(registryMu());
+  return comm && registry().count(comm) && comm->magic == kShimCommMagic;
+}
+
+ncclComm* newComm(const CommSettings& s, int cudaDev) {
+  auto* c = new ncclComm;
+  c->magic = kShimCommMagic;
+  c->blocking = s.blocking;
+  c->name = s.name;
+  c->cudaDev = cudaDev;
+  std::lock_guard<std::mutex> lk(registryMu());
+  registry().insert(c);
+  return c;
+}
+
+void deleteComm(ncclComm* c) {
+  if (!c) return;
+  settle(c);
+  {
+    std::lock_guard<std::mutex> lk(registryMu());
+    registry().erase(c);
+  }
+  for (ShimRegistration* r : c->regs) delete r;
+  c->magic = 0;
+  delete c;
+}
+
+void settle(ncclComm* c) {
+  std::lock_guard<std::mutex> lk(c->workerMu);
+  if (c->worker.joinable()) c->worker.join();
+}
+
+ncclResult_t acquire(ncclComm_t comm, const char* fn, ncclComm** out, bool allowFinalized) {
+  if (!comm) return setError(nullptr, ncclInvalidArgument, std::string(fn) + ": comm is NULL");
+  if (!isLive(comm))
+    return setError(nullptr, ncclInvalidArgument,
+                    std::string(fn) +
+                        ": comm is not a live communicator (destroyed, aborted, or never created)");
+  int s = comm->state.load();
+  if (s == ncclComm::kDeferred)
+    return setError(comm, ncclInvalidUsage,
+                    std::string(fn) +
+                        ": the communicator is created by the group still open on this thread; "
+                        "use it after ncclGroupEnd");
+  if (s == ncclComm::kCreating) {
+    settle(comm);
+    s = comm->state.load();
+  }
+  if (s == ncclComm::kFailed)
+    return setError(comm, comm->createResult,
+                    std::string(fn) + ": the communicator's creation failed: " + comm->createError);
+  if (s == ncclComm::kFinalized && !allowFinalized)
+    return setError(
+        comm, ncclInvalidUsage,
+        std::string(fn) + ": the communicator was finalized; only ncclCommDestroy may follow");
+  *out = comm;
+  return ncclSuccess;
+}
+
+ncclResult_t parseConfig(const char* fn, const ncclConfig_t* config, const CommSettings& defaults,
+                         CommSettings* out) {
+  *out = defaults;
+  if (!config) return ncclSuccess;
+  // The caller's struct may be older (smaller) or newer (larger) than this
+  // header's: read only the bytes its `size` covers, defaults for the rest.
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  size_t size = 0;
+  memcpy(&size, config, sizeof size);
+  const size_t minSize = offsetof(ncclConfig_t, blocking) + sizeof cfg.blocking;
+  if (size < minSize)
+    return setError(nullptr, ncclInvalidArgument,
+                    std::string(fn) + ": config->size is " + std::to_string(size) +
+                        "; initialize the config with NCCL_CONFIG_INITIALIZER");
+  memcpy(&cfg, config, size < sizeof cfg ? size : sizeof cfg);
+  if (cfg.magic != 0xcafebeef)
+    return setError(
+        nullptr, ncclInvalidArgument,
+        std::string(fn) + ": config was not initialized with NCCL_CONFIG_INITIALIZER (bad magic)");
+  if (cfg.blocking != NCCL_CONFIG_UNDEF_INT) {
+    if (cfg.blocking != 0 && cfg.blocking != 1)
+      return setError(nullptr, ncclInvalidArgument,
+                      std::string(fn) + ": config->blocking is " + std::to_string(cfg.blocking) +
+                          "; it must be 0 or 1");
+    out->blocking = cfg.blocking == 1;
+  }
+  if (cfg.commName) out->name = cfg.commName;
+  // netName, splitShare, CTA and channel counts, trafficClass, collnet and
+  // NVLS settings tune NCCL's GPU kernels and networks; weft ignores them.
+  return ncclSuccess;
+}
+
+void publish(ncclComm* c, weft_comm_t wc) {
+  weft_comm_rank(wc, &c->rank);
+  weft_comm_size(wc, &c->nranks);
+  c->wc = wc;
+  c->state = ncclComm::kReady;
+  WEFT_INFO(kInit, "NCCL shim: communicator %p%s%s: rank %d of %d, %s", static_cast<void*>(c),
+            c->name.empty() ? "" : " ", c->name.c_str(), c->rank, c->nranks,
+            c->blocking ? "blocking" : "nonblocking");
+}
+
+ncclResult_t runCreation(ncclComm* c, const CreateFn& fn, std::string* err) {
+  weft_comm_t wc = nullptr;
+  ncclResult_t r = fn(&wc, err);
+  if (!c) {
+    if (wc) weft_comm_destroy(wc);
+    return r;
+  }
+  if (r == ncclSuccess && !wc) {
+    r = ncclInternalError;
+    *err = "the creation returned no communicator";
+  }
+  if (r == ncclSuccess) {
+    publish(c, wc);
+    return r;
+  }
+  c->createResult = r;
+  c->createError = *err;
+  {
+    std::lock_guard<std::mutex> lk(c->mu);
+    c->lastError = *err;
+  }
+  c->state = ncclComm::kFailed;
+  return r;
+}
+
+void startCreationThread(ncclComm* c, CreateFn fn) {
+  c->state = ncclComm::kCreating;
+  std::lock_guard<std::mutex> lk(c->workerMu);
+  c->worker = std::thread([c, fn] {
+    std::string err;
+    runCreation(c, fn, &err);
+  });
+}
+
+ncclResult_t create(ncclComm_t* out, ncclComm* c, CreateFn fn, bool async) {
+  if (inGroup()) {
+    *out = c;
+    deferCreation(c, std::move(fn), async);
+    return ncclSuccess;
+  }
+  if (async && c) {
+    *out = c;
+    startCreationThread(c, std::move(fn));
+    return ncclInProgress;
+  }
+  if (c) c->state = ncclComm::kCreating;
+  std::string err;
+  ncclResult_t r = runCreation(c, fn, &err);
+  if (r != ncclSuccess) {
+    deleteComm(c);
+    return setError(nullptr, r, err);
+  }
+  *out = c;
+  return ncclSuccess;
+}
+
+}  // namespace shim
+}  // namespace weft
+
+using namespace weft::shim;
+
+namespace {
+
+// Destroy and abort free the handle; one still recorded in an open group
+// must not vanish under it.
+ncclResult_t checkRemovable(ncclComm_t comm, const char* fn) {
+  if (!isLive(comm))
+    return setError(nullptr, ncclInvalidArgument,
+                    std::string(fn) +
+                        ": comm is not a live communicator (destroyed, aborted, or never created)");
+  if (comm->state.load() == ncclComm::kDeferred)
+    return setError(comm, ncclInvalidUsage,
+                    std::string(fn) +
+                        ": the communicator is created by the group still open on this thread; "
+                        "call ncclGroupEnd first");
+  return ncclSuccess;
+}
+
+}  // namespace
+
+extern "C" {
+
+ncclResult_t pncclCommFinalize(ncclComm_t comm) {
+  ncclComm* c = nullptr;
+  if (ncclResult_t r = acquire(comm, "ncclCommFinalize", &c); r != ncclSuccess) return r;
+  // Every host-path operation has completed when its call returned, so the
+  // comm is quiescent: release weft's resources now; Destroy frees the rest.
+  weft_result_t w = weft_comm_destroy(c->wc);
+  c->wc = nullptr;
+  c->state = ncclComm::kFinalized;
+  return fromWeft(c, w, "ncclCommFinalize");
+}
+WEFT_NCCL_ALIAS(ncclCommFinalize)
+
+ncclResult_t pncclCommDestroy(ncclComm_t comm) {
+  if (!comm) return ncclSuccess;
+  if (ncclResult_t r = checkRemovable(comm, "ncclCommDestroy"); r != ncclSuccess) return r;
+  settle(comm);  // a creation still running finishes first
+  weft_result_t w = comm->wc ? weft_comm_destroy(comm->wc) : WEFT_SUCCESS;
+  comm->wc = nullptr;
+  ncclResult_t r = fromWeft(nullptr, w, "ncclCommDestroy");
+  deleteComm(comm);
+  return r;
+}
+WEFT_NCCL_ALIAS(ncclCommDestroy)
+
+ncclResult_t pncclCommAbort(ncclComm_t comm) {
+  if (!comm) return ncclSuccess;
+  if (ncclResult_t r = checkRemovable(comm, "ncclCommAbort"); r != ncclSuccess) return r;
+  // weft cannot cancel a rendezvous in progress; it ends within
+  // WEFT_BOOTSTRAP_TIMEOUT_S at worst.
+  settle(comm);
+  if (comm->wc) weft_comm_abort(comm->wc);
+  comm->wc = nullptr;
+  deleteComm(comm);
+  return ncclSuccess;
+}
+WEFT_NCCL_ALIAS(ncclCommAbort)
+
+ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  (void)revokeFlags;
+  return unsupported(isLive(comm) ? comm : nullptr, "ncclCommRevoke",
+                     "weft cannot stop a communicator's operations and keep it for a later "
+                     "split or shrink; use ncclCommAbort, then create a new communicator");
+}
+WEFT_NCCL_ALIAS(ncclCommRevoke)
+
+ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  const char* fn = "ncclCommGetAsyncError";
+  if (!isLive(comm)) {
+    ncclComm* unused = nullptr;
+    return acquire(comm, fn, &unused);  // the NULL / dead handle error
+  }
+  if (!asyncError)
+    return setError(comm, ncclInvalidArgument, std::string(fn) + ": asyncError is NULL");
+  int s = comm->state.load();
+  if (s == ncclComm::kDeferred || s == ncclComm::kCreating) {
+    *asyncError = ncclInProgress;
+    return ncclSuccess;
+  }
+  settle(comm);  // finished: join its worker
+  if (s == ncclComm::kFailed) {
+    setError(comm, comm->createResult, comm->createError);
+    *asyncError = comm->createResult;
+    return ncclSuccess;
+  }
+  if (s == ncclComm::kFinalized) {
+    *asyncError = ncclSuccess;
+    return ncclSuccess;
+  }
+  weft_result_t e = WEFT_SUCCESS;
+  weft_result_t w = weft_comm_get_async_error(comm->wc, &e);
+  if (w != WEFT_SUCCESS) return fromWeft(comm, w, fn);
+  if (e != WEFT_SUCCESS && e != WEFT_IN_PROGRESS)
+    setError(comm, toNccl(e), std::string(fn) + ": " + weft_get_last_error(comm->wc));
+  *asyncError = toNccl(e);
+  return ncclSuccess;
+}
+WEFT_NCCL_ALIAS(ncclCommGetAsyncError)
+
+ncclResult_t pncclCommCount(const ncclComm_t comm, int* count) {
+  ncclComm* c = nullptr;
+  if (ncclResult_t r = acquire(comm, "ncclCommCount", &c, true); r != ncclSuccess) return r;
+  if (!count) return setError(c, ncclInvalidArgument, "ncclCommCount: count is NULL");
+  *count = c->nranks;
+  return ncclSuccess;
+}
+WEFT_NCCL_ALIAS(ncclCommCount)
+
+ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* device) {
+  ncclComm* c = nullptr;
+  if (ncclResult_t r = acquire(comm, "ncclCommCuDevice", &c, true); r != ncclSuccess) return r;
+  if (!device) return setError(c, ncclInvalidArgument, "ncclCommCuDevice: device is NULL");
+  *device = c->cudaDev;
+  return ncclSuccess;
+}
+WEFT_NCCL_ALIAS(ncclCommCuDevice)
+
+ncclResult_t pncclCommUserRank(const ncclComm_t comm, int* rank) {
+  ncclComm* c = nullptr;
+  if (ncclResult_t r = acquire(comm, "ncclCommUserRank", &c, true); r != ncclSuccess) return r;
+  if (!rank) return setError(c, ncclInvalidArgument, "ncclCommUserRank: rank is NULL");
+  *rank = c->rank;
+  return ncclSuccess;
+}
+WEFT_NCCL_ALIAS(ncclCommUserRank)
+
+}  // extern "C"

@@ -1,0 +1,242 @@
+// Unique ids and communicator creation: ncclGetUniqueId, ncclCommInitRank,
+// ...InitRankConfig, ...InitRankScalable, ...InitAll, ncclCommSplit and
+// ncclCommShrink, each onto weft_get_unique_id / weft_comm_init_rank /
+// weft_comm_init_all / weft_comm_split.
+//
+// Nonblocking configs (blocking = 0) create on a worker thread and return
+// ncclInProgress; ncclCommGetAsyncError says when the comm is ready. Inside
+// a group, creations run together at the outermost ncclGroupEnd (one
+// thread may so create several ranks of one communicator). Splits and
+// shrinks always finish before returning (or at ncclGroupEnd).
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "shim/shim.h"
+
+using namespace weft::shim;
+
+namespace {
+
+ncclResult_t invalid(const char* fn, const std::string& what) {
+  return groupRefused(setError(nullptr, ncclInvalidArgument, std::string(fn) + ": " + what));
+}
+
+ncclResult_t initRank(const char* fn, ncclComm_t* comm, int nranks, const ncclUniqueId& commId,
+                      int rank, const ncclConfig_t* config) {
+  prepareProcess();
+  probeCuda();
+  if (!comm) return invalid(fn, "comm (the output pointer) is NULL");
+  if (nranks < 1) return invalid(fn, "nranks is " + std::to_string(nranks) + "; it must be >= 1");
+  if (rank < 0 || rank >= nranks)
+    return invalid(
+        fn, "rank " + std::to_string(rank) + " is outside [0, " + std::to_string(nranks) + ")");
+  CommSettings defaults, s;
+  defaults.blocking = defaultBlocking();
+  if (ncclResult_t r = parseConfig(fn, config, defaults, &s); r != ncclSuccess)
+    return groupRefused(r);
+  weft_unique_id_t id;
+  memcpy(&id, &commId, sizeof id);
+  ncclComm* c = newComm(s, currentCudaDevice());
+  const std::string name = fn;
+  CreateFn f = [id, nranks, rank, name](weft_comm_t* out, std::string* err) -> ncclResult_t {
+    if (ncclResult_t r = startCommIdRoot(id, rank, err); r != ncclSuccess) {
+      *err = name + ": " + *err;
+      return r;
+    }
+    weft_result_t w = weft_comm_init_rank(out, nranks, id, rank);
+    if (w != WEFT_SUCCESS) {
+      *err = name + ": " + weft_get_last_error(nullptr);
+      return toNccl(w);
+    }
+    return ncclSuccess;
+  };
+  return groupRefused(create(comm, c, std::move(f), !s.blocking));
+}
+
+// ncclCommShrink: the lowest surviving rank creates a new id and sends it
+// to the other survivors over the parent (point to point, so the excluded
+// ranks, which do not call, take no part); then the survivors join it.
+ncclResult_t shrinkCreate(weft_comm_t parent, const std::vector<int>& survivors, int me,
+                          int newRank, weft_comm_t* out, std::string* err) {
+  const char* fn = "ncclCommShrink";
+  weft_unique_id_t id;
+  memset(&id, 0, sizeof id);
+  weft_result_t w = WEFT_SUCCESS;
+  if (me == survivors[0]) {
+    w = weft_get_unique_id(&id);
+    if (w == WEFT_SUCCESS) {
+      weft_group_start();
+      for (size_t i = 1; i < survivors.size(); ++i) {
+        weft_result_t s = weft_send(&id, sizeof id, WEFT_UINT8, survivors[i], parent, nullptr);
+        if (w == WEFT_SUCCESS) w = s;
+      }
+      weft_result_t e = weft_group_end();
+      if (w == WEFT_SUCCESS) w = e;
+    }
+  } else {
+    w = weft_recv(&id, sizeof id, WEFT_UINT8, survivors[0], parent, nullptr);
+  }
+  if (w != WEFT_SUCCESS) {
+    *err = std::string(fn) + ": handing the new id to the survivors over the parent failed " +
+           "(weft's shrink needs a parent that still works): " + weft_get_last_error(nullptr);
+    return toNccl(w);
+  }
+  w = weft_comm_init_rank(out, static_cast<int>(survivors.size()), id, newRank);
+  if (w != WEFT_SUCCESS) {
+    *err = std::string(fn) + ": " + weft_get_last_error(nullptr);
+    return toNccl(w);
+  }
+  return ncclSuccess;
+}
+
+}  // namespace
+
+extern "C" {
+
+ncclResult_t pncclGetUniqueId(ncclUniqueId* uniqueId) {
+  const char* fn = "ncclGetUniqueId";
+  prepareProcess();
+  if (!uniqueId)
+    return setError(nullptr, ncclInvalidArgument, std::string(fn) + ": uniqueId is NULL");
+  weft_unique_id_t id;
+  std::string err;
+  if (idFromCommIdEnv(&id, &err)) {
+    // As NCCL: every rank derives the same id; rank 0 starts the root when
+    // it joins (startCommIdRoot).
+    memcpy(uniqueId, &id, sizeof id);
+    return ncclSuccess;
+  }
+  if (!err.empty()) return setError(nullptr, ncclInvalidArgument, std::string(fn) + ": " + err);
+  weft_result_t w = weft_get_unique_id(&id);
+  if (w != WEFT_SUCCESS) return fromWeft(nullptr, w, fn);
+  memcpy(uniqueId, &id, sizeof id);
+  return ncclSuccess;
+}
+WEFT_NCCL_ALIAS(ncclGetUniqueId)
+
+ncclResult_t pncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  return initRank("ncclCommInitRank", comm, nranks, commId, rank, nullptr);
+}
+WEFT_NCCL_ALIAS(ncclCommInitRank)
+
+ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                     ncclConfig_t* config) {
+  return initRank("ncclCommInitRankConfig", comm, nranks, commId, rank, config);
+}
+WEFT_NCCL_ALIAS(ncclCommInitRankConfig)
+
+ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                       ncclUniqueId* commIds, ncclConfig_t* config) {
+  const char* fn = "ncclCommInitRankScalable";
+  if (nId < 1 || !commIds)
+    return invalid(fn, "needs nId >= 1 unique ids in commIds (nId is " + std::to_string(nId) + ")");
+  // weft's rendezvous root serves any number of ranks, so the first id is
+  // enough; the roots of the others go unused (they exit after
+  // WEFT_BOOTSTRAP_TIMEOUT_S).
+  return initRank(fn, newcomm, nranks, commIds[0], myrank, config);
+}
+WEFT_NCCL_ALIAS(ncclCommInitRankScalable)
+
+ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  const char* fn = "ncclCommInitAll";
+  prepareProcess();
+  probeCuda();
+  if (!comms) return invalid(fn, "comms is NULL");
+  if (ndev < 1) return invalid(fn, "ndev is " + std::to_string(ndev) + "; it must be >= 1");
+  if (devlist) {
+    for (int i = 0; i < ndev; ++i) {
+      if (devlist[i] < 0) return invalid(fn, "devlist[" + std::to_string(i) + "] is negative");
+      for (int j = 0; j < i; ++j)
+        if (devlist[j] == devlist[i])
+          return invalid(fn, "device " + std::to_string(devlist[i]) + " is listed twice");
+    }
+  }
+  std::vector<weft_comm_t> wcs(ndev, nullptr);
+  weft_result_t w = weft_comm_init_all(wcs.data(), ndev);
+  if (w != WEFT_SUCCESS) return groupRefused(fromWeft(nullptr, w, fn));
+  CommSettings s;
+  for (int i = 0; i < ndev; ++i) {
+    comms[i] = newComm(s, devlist ? devlist[i] : i);
+    publish(comms[i], wcs[i]);
+  }
+  return ncclSuccess;
+}
+WEFT_NCCL_ALIAS(ncclCommInitAll)
+
+ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                            ncclConfig_t* config) {
+  const char* fn = "ncclCommSplit";
+  prepareProcess();
+  ncclComm* p = nullptr;
+  if (ncclResult_t r = acquire(comm, fn, &p); r != ncclSuccess) return groupRefused(r);
+  if (!newcomm) return invalid(fn, "newcomm is NULL");
+  if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
+    return invalid(fn, "color " + std::to_string(color) +
+                           " is negative; use a color >= 0 or NCCL_SPLIT_NOCOLOR");
+  CommSettings inherited, s;
+  inherited.blocking = p->blocking;
+  if (ncclResult_t r = parseConfig(fn, config, inherited, &s); r != ncclSuccess)
+    return groupRefused(r);
+  weft_comm_t parent = p->wc;
+  // NCCL_SPLIT_NOCOLOR still takes part in the split, but gets no comm.
+  ncclComm* c = color == NCCL_SPLIT_NOCOLOR ? nullptr : newComm(s, p->cudaDev);
+  CreateFn f = [parent, color, key](weft_comm_t* out, std::string* err) -> ncclResult_t {
+    weft_result_t w = weft_comm_split(parent, color < 0 ? WEFT_SPLIT_NOCOLOR : color, key, out);
+    if (w != WEFT_SUCCESS) {
+      *err = std::string("ncclCommSplit: ") + weft_get_last_error(nullptr);
+      return toNccl(w);
+    }
+    return ncclSuccess;
+  };
+  return groupRefused(create(newcomm, c, std::move(f), false));
+}
+WEFT_NCCL_ALIAS(ncclCommSplit)
+
+ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                             ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  const char* fn = "ncclCommShrink";
+  prepareProcess();
+  ncclComm* p = nullptr;
+  if (ncclResult_t r = acquire(comm, fn, &p); r != ncclSuccess) return groupRefused(r);
+  if (!newcomm) return invalid(fn, "newcomm is NULL");
+  // NCCL_SHRINK_ABORT first stops the parent's operations in flight; on
+  // weft's host path none are left once a call has returned.
+  if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
+    return invalid(fn, "shrinkFlags " + std::to_string(shrinkFlags) +
+                           " is neither NCCL_SHRINK_DEFAULT nor NCCL_SHRINK_ABORT");
+  if (excludeRanksCount < 0 || (excludeRanksCount > 0 && !excludeRanksList))
+    return invalid(fn, "excludeRanksList must hold excludeRanksCount >= 0 ranks");
+  std::vector<bool> excluded(p->nranks, false);
+  for (int i = 0; i < excludeRanksCount; ++i) {
+    int r = excludeRanksList[i];
+    if (r < 0 || r >= p->nranks)
+      return invalid(fn, "excluded rank " + std::to_string(r) + " is outside [0, " +
+                             std::to_string(p->nranks) + ")");
+    if (excluded[r]) return invalid(fn, "rank " + std::to_string(r) + " is excluded twice");
+    excluded[r] = true;
+  }
+  if (excluded[p->rank])
+    return invalid(fn, "this rank (" + std::to_string(p->rank) +
+                           ") is in excludeRanksList; excluded ranks do not call ncclCommShrink");
+  std::vector<int> survivors;
+  for (int r = 0; r < p->nranks; ++r)
+    if (!excluded[r]) survivors.push_back(r);
+  const int me = p->rank;
+  const int newRank =
+      static_cast<int>(std::find(survivors.begin(), survivors.end(), me) - survivors.begin());
+  CommSettings inherited, s;
+  inherited.blocking = p->blocking;
+  if (ncclResult_t r = parseConfig(fn, config, inherited, &s); r != ncclSuccess)
+    return groupRefused(r);
+  weft_comm_t parent = p->wc;
+  ncclComm* c = newComm(s, p->cudaDev);
+  CreateFn f = [parent, survivors, me, newRank](weft_comm_t* out, std::string* err) {
+    return shrinkCreate(parent, survivors, me, newRank, out, err);
+  };
+  return groupRefused(create(newcomm, c, std::move(f), false));
+}
+WEFT_NCCL_ALIAS(ncclCommShrink)
+
+}  // extern "C"
