@@ -3,96 +3,104 @@
 // allocation in choose(); the communicator fills a CostModel once and asks
 // per call. docs/tuning.md explains the same with examples.
 //
-// Units: latency alpha in microseconds per message; bandwidth as beta = 1 /
-// (GB/s * 1e3) microseconds per byte (1 GB = 1e9 bytes); gamma = 1 /
-// (reduceGBs * 1e3) microseconds per byte reduced (dst = a op b) or copied
-// locally. S = collBytes(args, n), the size nccl-tests prints; blk = S / n.
+// Units: alpha in microseconds per message; beta = 1 / (GB/s * 1e3)
+// microseconds per byte (1 GB = 1e9 bytes); gamma = 1 / (reduceGBs * 1e3)
+// microseconds per byte reduced (dst = a op b) or copied locally.
+// S = collBytes(args, n), the size nccl-tests prints; blk = S / n. A link's
+// bandwidth is what one rank can send (and at the same time receive), so
+// the bytes that count are all the bytes the busiest rank sends.
 //
-// Every algorithm is described as a sequence of rounds (or a pipeline) and
-// priced by two formulas:
+// Every algorithm is a sequence of rounds, or a pipeline, priced by one of
+// two formulas. Chunk counts are fractional (C = max(1, bytes / chunk)) so
+// that every estimate is continuous and non-decreasing in size.
 //
-//   round (a rank sends k messages of m bytes, receives as many, reduces r
-//   bytes of what it received, copies l bytes locally; each message is cut
-//   into C = max(1, m / chunk) chunks, fractional so that the estimate is
-//   continuous and monotone in size):
-//     t = alpha * (1 + (k*C - 1) * msgShare)       latency: the first message
-//                                                  pays alpha, every further
-//                                                  chunk or peer msgShare*alpha
-//       + W                                        wire: k*m*beta (see links)
-//       + max(R / (k*C), R - W * (k*C - 1) / (k*C)) reduction, R = r*gamma,
-//                                                  overlapped with the wire
-//                                                  except the last piece
-//       + l * gamma
+//   round: a rank sends k messages of m bytes (to k peers), receives as many
+//   and reduces r bytes of them; P = k * max(1, m / chunk) pieces:
+//     t = alpha * (1 + (P - 1) * msgShare)     the first message pays alpha,
+//                                              each further chunk or peer
+//                                              only its overhead share
+//       + W                                    wire, k*m*beta (see Links)
+//       + max(R / P, R - W * (P - 1) / P)      reduction R = r*gamma, hidden
+//                                              behind the wire except for the
+//                                              last piece (or its excess)
 //
-//   pipeline (D hops; M bytes in C = max(1, M / chunk) chunks of c = M / C;
-//   per stage a rank sends s*c bytes in q messages and reduces v*c bytes):
-//     t = D * (alpha + s*c*beta + v*c*gamma)       fill: one chunk, hop by hop
-//       + (C - 1) * (q*msgShare*alpha + max(s*c*beta, v*c*gamma))   the rest
+//   pipeline: M bytes in C = max(1, M / chunk) chunks of c = M / C cross D
+//   hops; afterwards the busiest rank sends s chunks (s_off of them off its
+//   host) in q messages and reduces v chunks per chunk time:
+//     t = sum over hops (alpha_hop + c*beta_hop) + D * min(v, 1)*c*gamma
+//                                              fill: one chunk, hop by hop
+//       + (C - 1) * (q * msgShare * alpha + max(W_c, v*c*gamma))
+//     with W_c = max(s_off*c*beta_inter, s*c*beta_intra).
 //
-// Links. One host (nhosts == 1): intra. Several hosts: ranks are assumed
-// placed host by host, p = maxRanksPerHost per host; `inter` is a host's
-// network link, shared by the ranks of the host that send off the host in
-// the same round (the fan f). A round's time is that of its slowest link:
-//   ring / chain / trees (neighbours): f = 1 per host; alpha = max(alpha_intra,
-//     alpha_inter), beta = max(beta_intra, beta_inter) - the inter class bounds
-//     them;
-//   XOR partner at distance d (rd, hd, binomial): on the host when 2d <= p
-//     and 2d divides p, else off with f = min(d, p) * (fraction of ranks active);
-//   shift partner r+d (bruck, dissemination): off the host for some ranks
+// Links. One host (nhosts == 1): the intra class. Several hosts: ranks are
+// assumed placed host by host, p = maxRanksPerHost per host; `inter` is a
+// host's network link, shared by those of its ranks that send off the host
+// in the same round (the fan f). A round costs what its slowest link costs:
+//   neighbours (ring): f = 1, alpha = max(alpha_intra, alpha_inter),
+//     W = k*m * max(beta_intra, beta_inter): the inter class bounds the ring;
+//   XOR partner at distance d (rd, hd): on the host when 2d <= p and 2d
+//     divides p (intra class), else off it with f = min(d, p) * (fraction of
+//     ranks sending), W = max(k*m*beta_intra, f*k*m*beta_inter);
+//   shift partner r+d (bruck, dissemination): some ranks of every host cross
 //     whenever nhosts > 1, f = min(d, p);
-//   all peers (direct, pairwise): a fraction (n - p) / (n - 1) of the bytes
-//     goes off the host through a link shared by all p ranks;
-//     W = max(k*m*(1 - off)*beta_intra, p*k*m*off*beta_inter).
+//   all peers (direct, pairwise): a fraction off = (n-p)/(n-1) of the bytes
+//     leaves the host, W = max(k*m*(1-off)*beta_intra, f*k*m*off*beta_inter)
+//     with f = p (all ranks send; 1 for the root of broadcast / reduce);
+//   pipelines: chain crosses hosts on nhosts-1 of its hops (s_off = 1),
+//     binomial and dbt on ceil(log2 nhosts) per tree pass (s_off = the root's
+//     off-host children for binomial, every send for dbt).
 //   Shm uses the arena class only.
 // Oversubscription (cores > 0 and p > cores): o = p / cores ranks share a
-// core; every alpha is multiplied by o (a rank must be scheduled before it
-// answers) and the CPU-bound rates (intra and arena bandwidth, gamma) are
-// divided by o; the network's bandwidth is not.
+// core. Every alpha is multiplied by o (a rank must be scheduled before it
+// answers), and the rates the CPUs provide (intra and arena bandwidth,
+// gamma) are divided by o; the network's bandwidth is not.
 //
-// Algorithms (L = ceil(log2 n), P = largest power of two <= n; "fold" = the
-// n - P extra ranks hand their data to a partner first and get the result
-// last, one round of S each way at distance 1):
-//   ring       allreduce: 2(n-1) rounds of S/n, (n-1) of them reduce S/n;
-//              reduce_scatter: n-1 rounds of blk reduced; allgather: n-1 of blk;
-//              broadcast/reduce: as chain; alltoall: n-1 rounds of S/2;
-//              barrier: n-1 empty rounds.
-//   rd         allreduce and reduce_scatter: log2 P rounds of S, reduced, at
-//              distance 1, 2, 4, ... (+ fold); allgather: round i sends 2^i*S/P
-//              at distance 2^i (+ fold); barrier: log2 P empty rounds (+ fold).
-//   hd         allreduce: halving rounds of S/2, S/4, ... S/P reduced at distance
-//              1, 2, ..., then the same sizes doubling back (2 log2 P rounds,
-//              2(P-1)/P*S bytes, (P-1)/P*S reduced) + fold; reduce_scatter: the
-//              halving half; allgather: the doubling half; broadcast: binomial
-//              scatter + doubling allgather; reduce: halving + binomial gather.
-//   dbt        two complementary binary trees, each carrying S/2, pipelined:
-//              allreduce D = 2L, s = 2, v = 1, q = 4 (each rank sends 2S in all,
-//              reduces S); broadcast D = L, s = 1, q = 2; reduce D = L, s = v = 1.
-//   direct     one round, k = n-1 peers: allreduce m = S, r = (n-1)*S (one-shot);
-//              broadcast m = S (the root); reduce m = S, r = (n-1)*S (the root);
-//              allgather / alltoall m = blk; reduce_scatter m = blk, r = (n-1)*blk.
-//   chain      broadcast: pipeline D = n-1, s = 1; reduce: D = n-1, s = v = 1;
-//              allreduce: both at once, D = 2(n-1), s = 2, v = 1, q = 2.
-//   binomial   broadcast: L rounds of S, farthest partner first, 2^i/n of the
-//              ranks sending in round i; reduce: L rounds of S reduced, nearest
-//              first; allreduce: both; barrier: 2L empty rounds.
-//   bruck      allgather: L rounds, round i sends min(2^i, n-2^i)*blk to r-2^i,
-//              + S copied locally (the final rotation); alltoall: L rounds of
-//              S/2 + 2S copied locally.
-//   pairwise   alltoall / allgather: n-1 rounds of blk, each to a different
-//              peer; reduce_scatter: the same, reduced.
-//   dissem.    barrier: L empty rounds, shift partners.
-//   shm        through the shared arena (arena class, one host): allreduce and
-//              reduce: write S, reduce the own 1/n slice ((n-1)/n*S), read S;
-//              broadcast: a 2-stage pipeline (root writes, others read);
-//              allgather: write blk, read (n-1)*blk; reduce_scatter: write S,
-//              reduce (n-1)*blk; alltoall: write S, read (n-1)*blk;
-//              barrier: one empty round.
-// A combination the support table gains but this model does not know costs
-// n-1 neighbour rounds of S reduced (pessimistic: WEFT_ALGO still forces it).
+// Algorithms, as their files describe them (L = ceil(log2 n), P = the largest
+// power of two <= n; "fold": when n != P, the extra ranks first hand their
+// data to a partner at distance 1 and get the result back last):
+//   ring      allreduce: n-1 rounds of blk reduced, then n-1 of blk (2(n-1)
+//             steps, 2(n-1)/n*S sent, (n-1)/n*S reduced); reduce_scatter: the
+//             first half; allgather: the second; alltoall: n-1 rounds of S/2;
+//             broadcast / reduce: as chain; barrier: n-1 empty rounds.
+//   rd        allreduce: log2 P rounds of S, reduced, at distance 1, 2, 4, ...
+//             (+ fold of S); allgather: round i sends 2^i*S/P at distance 2^i
+//             (+ fold); reduce_scatter as allreduce; barrier: empty rounds.
+//   hd        Rabenseifner: halving rounds of S/2, S/4, ..., S/P reduced at
+//             distance P/2, P/4, ..., 1, then the same rounds backwards
+//             (2 log2 P steps, 2(P-1)/P*S sent, (P-1)/P*S reduced) + fold;
+//             reduce_scatter: the halving half; allgather: the doubling half.
+//   dbt       two trees of depth D = floor(log2 n) + 1, each carrying S/2 in
+//             chunks: allreduce a pipeline of 2D hops, s = 4, v = 2, q = 4
+//             (2S sent per rank, S reduced); broadcast D hops, s = 2;
+//             reduce D hops, s = v = 2.
+//   direct    one round with k = n-1 peers: allreduce m = S, r = (n-1)*S
+//             (one-shot); broadcast / reduce the root's m = S (reduce
+//             r = (n-1)*S); allgather / alltoall m = blk; reduce_scatter
+//             m = blk, r = (n-1)*blk; barrier m = 0.
+//   chain     broadcast: pipeline of n-1 hops, s = 1; reduce: s = v = 1;
+//             allreduce: both directions at once, 2(n-1) hops, s = 2, v = 1.
+//   binomial  pipelines of L hops; the root sends (broadcast) or receives and
+//             reduces (reduce) L chunks per chunk time: s = L (v = L).
+//   bruck     allgather: L rounds, round i sends min(2^i, n-2^i)*blk to r-2^i
+//             ((n-1)/n*S in all); alltoall: L rounds of S/2 + 2S copied.
+//   pairwise  alltoall / allgather: n-1 rounds of blk to n-1 different peers;
+//             reduce_scatter: the same, reduced.
+//   dissemination  barrier: L empty rounds to r + 2^i.
+//   shm       the arena (src/exec/arena_op.h) in rounds of arenaChunk bytes
+//             (R = S / chunk rounds, one flag wait alpha_arena each, two for
+//             allreduce and reduce); a byte moved between ranks costs
+//             beta_arena (half in, half out) and a reduction is fused into
+//             the read: allreduce = min(one-shot R*a + S*b/2 + (n-1)*S*gamma,
+//             2*R*a + (n-1)/n*S*(b + gamma)); reduce = the second; broadcast
+//             R*a + (S + c)*b/2; allgather S*b/2; reduce_scatter
+//             (n-1)/n*S*(b/2 + gamma); alltoall (n-1)/n*S*b; barrier alpha.
+// A combination the support table gains before this model knows it costs
+// n-1 neighbour rounds of S reduced: pessimistic, WEFT_ALGO still forces it.
+// Send / recv: one round of one message.
 //
 // Chunk size: the candidates minChunk, 2*minChunk, ... up to maxChunk; the
-// one with the lowest estimate wins, the smallest on ties (more chunks
-// pipeline and overlap reduction, each costs msgShare*alpha).
+// one with the lowest estimate wins, the smallest on ties. More chunks hide
+// reductions and fill pipelines sooner; each costs msgShare*alpha.
 #pragma once
 
 #include <cstddef>
