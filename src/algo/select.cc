@@ -225,7 +225,7 @@ double rdUs(const Env& e, double c, CollType t, double S) {
       return sum + foldUs(e, c, S, true, t == CollType::AllReduce ? S : blk);
     case CollType::AllGather:
       for (int64_t d = 1; d < P; d *= 2)
-        sum += roundUs(e, c, rounds(1, 1, d * S / P, 0, Where::Xor, d));
+        sum += roundUs(e, c, rounds(1, 1, static_cast<double>(d) * S / P, 0, Where::Xor, d));
       return sum + foldUs(e, c, blk, false, S);
     case CollType::Barrier:
       for (int64_t d = 1; d < P; d *= 2) sum += roundUs(e, c, rounds(1, 1, 0, 0, Where::Xor, d));
@@ -255,7 +255,9 @@ double hdUs(const Env& e, double c, CollType t, double S) {
     }
     case CollType::Reduce:  // halving, then a binomial gather of the reduced blocks
       for (int64_t d = 1; d < P; d *= 2)
-        sum += roundUs(e, c, rounds(1, 1, d * S / P, 0, Where::Xor, d, 0.5 / d));
+        sum += roundUs(e, c,
+                       rounds(1, 1, static_cast<double>(d) * S / P, 0, Where::Xor, d,
+                              0.5 / static_cast<double>(d)));
       return sum + foldUs(e, c, S, true, 0) + halvingUs(e, c, S, true);
     case CollType::Barrier: return rdUs(e, c, t, S);
     default: return unknownUs(e, c, S);
@@ -313,7 +315,9 @@ double bruckUs(const Env& e, double c, CollType t, double S) {
   switch (t) {
     case CollType::AllGather:
       for (int64_t d = 1; d < e.n; d *= 2)
-        sum += roundUs(e, c, rounds(1, 1, std::min<int64_t>(d, e.n - d) * blk, 0, Where::Shift, d));
+        sum += roundUs(e, c,
+                       rounds(1, 1, static_cast<double>(std::min<int64_t>(d, e.n - d)) * blk, 0,
+                              Where::Shift, d));
       return sum;
     case CollType::AllToAll:  // classic Bruck: half the blocks each step, two local rotations
       for (int64_t d = 1; d < e.n; d *= 2)
