@@ -6,7 +6,9 @@
  *   add_gbps          single-thread a[i] += b[i] over 64 MiB float arrays,
  *                     GB/s of a (memory traffic is three times that; best run)
  *   tcp_stream_gbps   one TCP loopback stream of 4 MiB send()s, GB/s received
+ *                     (best of three windows)
  *   tcp_pingpong_us   8-byte TCP loopback ping-pong, half round trip, blocking recv
+ *                     (best of three windows)
  *   tcp_poll_us       the same with recv(MSG_DONTWAIT) spinning instead of sleeping
  *   shm_pingpong_us   one cache line bounced between two spinning processes
  *                     through shared memory, half round trip (best window)
@@ -260,6 +262,23 @@ static double shm_pingpong(double seconds) {
   return best;
 }
 
+/* Limits are ceilings (or floors): other work on the machine can only make
+ * a window look worse, so each figure is the best of three short windows. */
+static double best_of3(double (*fn)(double, int), double seconds, int arg, int lower_is_better) {
+  double best = 0;
+  int w;
+  for (w = 0; w < 3; ++w) {
+    double v = fn(seconds / 3, arg);
+    if (v > 0 && (best == 0 || (lower_is_better ? v < best : v > best))) best = v;
+  }
+  return best;
+}
+
+static double tcp_stream_w(double seconds, int unused) {
+  (void)unused;
+  return tcp_stream(seconds);
+}
+
 int main(int argc, char** argv) {
   double sec = 0.5;
   void *a, *b;
@@ -281,14 +300,14 @@ int main(int argc, char** argv) {
   free(a);
   free(b);
   printf("tcp_stream_gbps %.2f  # one TCP loopback stream, 4 MiB send()s\n",
-         tcp_stream(sec) / 1e9);
+         best_of3(tcp_stream_w, sec, 0, 0) / 1e9);
   fflush(stdout);
   printf("tcp_pingpong_us %.2f  # 8 B TCP loopback ping-pong, half round trip, blocking recv\n",
-         tcp_pingpong(sec, 0) * 1e6);
+         best_of3(tcp_pingpong, sec, 0, 1) * 1e6);
   fflush(stdout);
-  printf("tcp_poll_us %.2f  # same, recv(MSG_DONTWAIT) spinning\n", tcp_pingpong(sec, 1) * 1e6);
+  printf("tcp_poll_us %.2f  # same, recv(MSG_DONTWAIT) spinning\n", best_of3(tcp_pingpong, sec, 1, 1) * 1e6);
   fflush(stdout);
   printf("shm_pingpong_us %.3f  # cache line between two spinning processes, half round trip\n",
-         shm_pingpong(sec / 3) * 1e6);
+         shm_pingpong(sec / 3) * 1e6); /* three windows inside */
   return 0;
 }
