@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <random>
 
 #include "kernels/cpu/reduce.h"
@@ -15,7 +16,10 @@ enum : uint8_t { kPending = 0, kPosted = 1, kDone = 2 };
 struct RankRun {
   Schedule sch;
   std::vector<uint8_t> state;
-  std::vector<uint8_t> scratch;
+  size_t firstPending = 0;  // steps before it are all done
+  std::vector<uint32_t> depsSeen;
+  std::unique_ptr<uint8_t[]> scratch;
+  size_t scratchLen = 0;
   uint8_t* send = nullptr;
   uint8_t* recv = nullptr;
   size_t sendLen = 0, recvLen = 0;
@@ -32,7 +36,7 @@ uint8_t* bind(RankRun& rr, BufRef ref, size_t bytes, std::string* err) {
   switch (ref.buf) {
     case BufId::Send: base = rr.send; len = rr.sendLen; break;
     case BufId::Recv: base = rr.recv; len = rr.recvLen; break;
-    case BufId::Scratch: base = rr.scratch.data(); len = rr.scratch.size(); break;
+    case BufId::Scratch: base = rr.scratch.get(); len = rr.scratchLen; break;
   }
   if (bytes == 0) return base;
   if (ref.off + bytes > len) {
@@ -44,16 +48,19 @@ uint8_t* bind(RankRun& rr, BufRef ref, size_t bytes, std::string* err) {
   return base + ref.off;
 }
 
-bool depsDone(const RankRun& rr, const Step& s) {
-  for (uint32_t i = 0; i < s.depCount; ++i)
-    if (rr.state[rr.sch.deps[s.depBegin + i]] != kDone) return false;
-  return true;
+// Steps only ever become done, so each step remembers how many of its
+// dependencies it has already seen done.
+bool depsDone(RankRun& rr, size_t i) {
+  const Step& s = rr.sch.steps[i];
+  uint32_t& seen = rr.depsSeen[i];
+  while (seen < s.depCount && rr.state[rr.sch.deps[s.depBegin + seen]] == kDone) ++seen;
+  return seen == s.depCount;
 }
 
 }  // namespace
 
 SimResult run(const CollArgs& args, weft_datatype_t dt, int n, size_t chunkBytes, int slots,
-              std::vector<RankBuffers>* bufs, uint64_t seed, int holdRank) {
+              std::vector<RankBuffers>* bufs, uint64_t seed, int holdRank, Algo algo) {
   SimResult res;
   std::mt19937_64 rng(seed);
   std::vector<RankRun> ranks(n);
@@ -63,6 +70,7 @@ SimResult run(const CollArgs& args, weft_datatype_t dt, int n, size_t chunkBytes
     p.nranks = n;
     p.chunkBytes = chunkBytes;
     p.slots = slots;
+    p.algo = algo;
     Status st = buildSchedule(args, p, &ranks[r].sch);
     if (!st.isOk()) {
       res.ok = false;
@@ -81,7 +89,12 @@ SimResult run(const CollArgs& args, weft_datatype_t dt, int n, size_t chunkBytes
         }
     }
     ranks[r].state.assign(ranks[r].sch.steps.size(), kPending);
-    ranks[r].scratch.assign(ranks[r].sch.scratchBytes, 0xEE);
+    ranks[r].depsSeen.assign(ranks[r].sch.steps.size(), 0);
+    // Poisoned, as far as a small schedule can use it: builders may size
+    // slots by chunkBytes, and touching megabytes per rank would dominate.
+    ranks[r].scratchLen = ranks[r].sch.scratchBytes;
+    ranks[r].scratch.reset(new uint8_t[ranks[r].scratchLen ? ranks[r].scratchLen : 1]);
+    memset(ranks[r].scratch.get(), 0xEE, std::min<size_t>(ranks[r].scratchLen, 1 << 16));
     RankBuffers& b = (*bufs)[r];
     ranks[r].recv = b.recv.data();
     ranks[r].recvLen = b.recv.size();
@@ -118,6 +131,7 @@ SimResult run(const CollArgs& args, weft_datatype_t dt, int n, size_t chunkBytes
   };
 
   int idle = 0;
+  std::vector<size_t> corder;  // channels with a send and a receive to match
   for (int round = 0;; ++round) {
     bool progress = false, allDone = true;
     std::shuffle(order.begin(), order.end(), rng);
@@ -128,25 +142,25 @@ SimResult run(const CollArgs& args, weft_datatype_t dt, int n, size_t chunkBytes
         continue;
       }
       std::vector<uint8_t> sendBlocked(n, 0), recvBlocked(n, 0);
-      for (size_t i = 0; i < rr.sch.steps.size(); ++i) {
+      while (rr.firstPending < rr.state.size() && rr.state[rr.firstPending] == kDone)
+        ++rr.firstPending;
+      for (size_t i = rr.firstPending; i < rr.sch.steps.size(); ++i) {
         if (rr.state[i] == kDone) continue;
         allDone = false;
         const Step& s = rr.sch.steps[i];
         bool isSend = s.kind == StepKind::Send;
         bool isRecv = s.kind == StepKind::Recv || s.kind == StepKind::RecvReduce;
         if (rr.state[i] == kPosted) continue;
-        bool ready = depsDone(rr, s);
-        if (isSend && (sendBlocked[s.peer] || !ready)) { sendBlocked[s.peer] = 1; continue; }
-        if (isRecv && (recvBlocked[s.peer] || !ready)) { recvBlocked[s.peer] = 1; continue; }
-        if (!ready) continue;
-        // Randomly leave some ready steps for later rounds.
-        if ((rng() & 7) == 0) {
-          if (isSend) sendBlocked[s.peer] = 1;
-          if (isRecv) recvBlocked[s.peer] = 1;
+        if ((isSend || isRecv) && (s.peer < 0 || s.peer >= n))
+          return fail("rank " + std::to_string(r) + " step " + std::to_string(i) + " bad peer");
+        // A send (receive) waits for the earlier ones to the same peer.
+        uint8_t* blocked = isSend ? &sendBlocked[s.peer] : isRecv ? &recvBlocked[s.peer] : nullptr;
+        if (blocked && *blocked) continue;
+        // Not ready, or randomly left for a later round.
+        if (!depsDone(rr, i) || (rng() & 7) == 0) {
+          if (blocked) *blocked = 1;
           continue;
         }
-        if (s.peer >= n || (s.peer < 0 && (isSend || isRecv)))
-          return fail("rank " + std::to_string(r) + " step " + std::to_string(i) + " bad peer");
         std::string err;
         switch (s.kind) {
           case StepKind::Send: chan(r, s.peer).sends.push_back(static_cast<uint32_t>(i)); rr.state[i] = kPosted; break;
@@ -181,8 +195,9 @@ SimResult run(const CollArgs& args, weft_datatype_t dt, int n, size_t chunkBytes
       }
     }
     // Match posted sends and receives, channel by channel, in FIFO order.
-    std::vector<size_t> corder(chans.size());
-    for (size_t i = 0; i < corder.size(); ++i) corder[i] = i;
+    corder.clear();
+    for (size_t i = 0; i < chans.size(); ++i)
+      if (!chans[i].sends.empty() && !chans[i].recvs.empty()) corder.push_back(i);
     std::shuffle(corder.begin(), corder.end(), rng);
     for (size_t ci : corder) {
       Channel& c = chans[ci];

@@ -31,7 +31,9 @@ struct SimResult {
 // larger buffer (allgather: recvbuf, input at block rank; reduce_scatter:
 // sendbuf, result at block rank). `dt` and `op` drive reductions.
 // `holdRank` (>= 0) never runs any step: models a rank that has not arrived.
+// `algo` is BuildParams::algo (Auto: the default for the collective).
 SimResult run(const CollArgs& args, weft_datatype_t dt, int nranks, size_t chunkBytes, int slots,
-              std::vector<RankBuffers>* bufs, uint64_t seed, int holdRank = -1);
+              std::vector<RankBuffers>* bufs, uint64_t seed, int holdRank = -1,
+              Algo algo = Algo::Auto);
 
 }  // namespace weft::sim
