@@ -85,13 +85,15 @@ const AlgoInfo kAlgos[] = {
     {Algo::Auto, "auto", kAnyColl},
     {Algo::Ring, "ring",
      bit(CollType::AllReduce) | bit(CollType::ReduceScatter) | bit(CollType::AllGather)},
-    {Algo::RecursiveDoubling, "rd", 0},
-    {Algo::HalvingDoubling, "hd", 0},
-    {Algo::DoubleBinaryTree, "dbt", 0},
-    {Algo::Direct, "direct", 0},
+    {Algo::RecursiveDoubling, "rd", bit(CollType::AllReduce) | bit(CollType::AllGather)},
+    {Algo::HalvingDoubling, "hd", bit(CollType::AllReduce) | bit(CollType::ReduceScatter)},
+    {Algo::DoubleBinaryTree, "dbt", bit(CollType::AllReduce)},
+    {Algo::Direct, "direct",
+     bit(CollType::AllReduce) | bit(CollType::ReduceScatter) | bit(CollType::AllGather) |
+         bit(CollType::Broadcast) | bit(CollType::Reduce) | bit(CollType::AllToAll)},
     {Algo::Chain, "chain", bit(CollType::Broadcast) | bit(CollType::Reduce)},
-    {Algo::BinomialTree, "binomial", 0},
-    {Algo::Bruck, "bruck", 0},
+    {Algo::BinomialTree, "binomial", bit(CollType::Broadcast) | bit(CollType::Reduce)},
+    {Algo::Bruck, "bruck", bit(CollType::AllGather)},
     {Algo::Pairwise, "pairwise", bit(CollType::AllToAll)},
     {Algo::Dissemination, "dissemination", bit(CollType::Barrier)},
     {Algo::Shm, "shm", 0},
@@ -184,6 +186,31 @@ Status buildSchedule(const CollArgs& args, const BuildParams& p, Schedule* out) 
       if (args.type == CollType::Broadcast) buildChainBroadcast(args, p, out);
       if (args.type == CollType::Reduce) buildChainReduce(args, p, out);
       break;
+    case Algo::RecursiveDoubling:
+      if (args.type == CollType::AllReduce) buildRecursiveDoublingAllReduce(args, p, out);
+      if (args.type == CollType::AllGather) buildRecursiveDoublingAllGather(args, p, out);
+      break;
+    case Algo::HalvingDoubling:
+      if (args.type == CollType::AllReduce) buildHalvingDoublingAllReduce(args, p, out);
+      if (args.type == CollType::ReduceScatter) buildHalvingDoublingReduceScatter(args, p, out);
+      break;
+    case Algo::DoubleBinaryTree: buildDoubleBinaryTreeAllReduce(args, p, out); break;
+    case Algo::Direct:
+      switch (args.type) {
+        case CollType::AllReduce: buildDirectAllReduce(args, p, out); break;
+        case CollType::ReduceScatter: buildDirectReduceScatter(args, p, out); break;
+        case CollType::AllGather: buildDirectAllGather(args, p, out); break;
+        case CollType::Broadcast: buildDirectBroadcast(args, p, out); break;
+        case CollType::Reduce: buildDirectReduce(args, p, out); break;
+        case CollType::AllToAll: buildDirectAllToAll(args, p, out); break;
+        default: break;
+      }
+      break;
+    case Algo::BinomialTree:
+      if (args.type == CollType::Broadcast) buildBinomialBroadcast(args, p, out);
+      if (args.type == CollType::Reduce) buildBinomialReduce(args, p, out);
+      break;
+    case Algo::Bruck: buildBruckAllGather(args, p, out); break;
     case Algo::Pairwise: buildPairwiseAllToAll(args, p, out); break;
     case Algo::Dissemination: buildDisseminationBarrier(args, p, out); break;
     default:

@@ -143,6 +143,20 @@ void buildChainReduce(const CollArgs& a, const BuildParams& p, Schedule* s);
 void buildPairwiseAllToAll(const CollArgs& a, const BuildParams& p, Schedule* s);
 void buildDisseminationBarrier(const CollArgs& a, const BuildParams& p, Schedule* s);
 void buildPointToPoint(const CollArgs& a, const BuildParams& p, Schedule* s);
+void buildRecursiveDoublingAllReduce(const CollArgs& a, const BuildParams& p, Schedule* s);
+void buildRecursiveDoublingAllGather(const CollArgs& a, const BuildParams& p, Schedule* s);
+void buildHalvingDoublingAllReduce(const CollArgs& a, const BuildParams& p, Schedule* s);
+void buildHalvingDoublingReduceScatter(const CollArgs& a, const BuildParams& p, Schedule* s);
+void buildDoubleBinaryTreeAllReduce(const CollArgs& a, const BuildParams& p, Schedule* s);
+void buildDirectAllReduce(const CollArgs& a, const BuildParams& p, Schedule* s);
+void buildDirectReduceScatter(const CollArgs& a, const BuildParams& p, Schedule* s);
+void buildDirectAllGather(const CollArgs& a, const BuildParams& p, Schedule* s);
+void buildDirectBroadcast(const CollArgs& a, const BuildParams& p, Schedule* s);
+void buildDirectReduce(const CollArgs& a, const BuildParams& p, Schedule* s);
+void buildDirectAllToAll(const CollArgs& a, const BuildParams& p, Schedule* s);
+void buildBinomialBroadcast(const CollArgs& a, const BuildParams& p, Schedule* s);
+void buildBinomialReduce(const CollArgs& a, const BuildParams& p, Schedule* s);
+void buildBruckAllGather(const CollArgs& a, const BuildParams& p, Schedule* s);
 
 // Bytes of the send and receive buffers of `a` on one of `nranks` ranks
 // (what the engine binds; the simulator allocates).

@@ -1,0 +1,203 @@
+// Recursive doubling: allreduce and allgather in log2(n) exchanges.
+//
+// Over a power of two p ranks, at step k (k = 0..log2 p - 1) every rank
+// exchanges with the rank whose index differs in bit k. Allreduce sends the
+// whole vector each time and reduces what it receives, so after step k a
+// rank holds the reduction over its aligned group of 2^(k+1) ranks.
+// Allgather sends everything gathered so far (the blocks of its aligned
+// group of 2^k ranks, one contiguous range of the receive buffer) and
+// receives the partner group's blocks, doubling the data each step.
+//
+// Any n: with p the largest power of two <= n and e = n - p, the first 2e
+// ranks fold pairwise before the doubling: even rank 2i hands its data to
+// 2i+1 and sits the doubling out; 2i+1 stands for both (as index i), and the
+// other ranks r >= 2e are index r - e. After the doubling, 2i+1 hands the
+// result back to 2i. Because the index order follows the rank order, the
+// blocks held by an aligned group of indices stay one contiguous range.
+//
+// Bitwise identical allreduce results: both partners of an exchange compute
+// (lower group's partial) op (upper group's partial), so every rank combines
+// the same values in the same order along the same butterfly.
+//
+// Cost (N bytes = the vector for allreduce, all n blocks for allgather,
+// p = 2^floor(log2 n)):
+//   allreduce: log2 p steps (+2 when n is not a power of two), each moving N
+//     both ways: log2(p) * N bytes sent and received per rank, log2(p) * N
+//     reduced; latency-optimal, bandwidth log2(p)/2 times the ring's.
+//   allgather: log2 p steps (+2), (p-1)/p * N bytes sent and received per rank
+//     in the core (folded pairs: one extra block in, N out).
+// Scratch: allreduce uses `slots` receive slots of one chunk; allgather none.
+#include <algorithm>
+
+#include "algo/step_util.h"
+
+namespace weft {
+namespace {
+
+constexpr uint32_t kNone = Schedule::kNoStep;
+
+Step reduceStep(BufRef a, BufRef b, BufRef dst, size_t bytes) {
+  Step s;
+  s.kind = StepKind::Reduce;
+  s.a = a;
+  s.b = b;
+  s.dst = dst;
+  s.bytes = bytes;
+  return s;
+}
+
+// The power-of-two core of n ranks and the ranks folded into it.
+struct Fold {
+  int p2 = 1, extra = 0;  // core size 2^k <= n, and n - 2^k
+  explicit Fold(int n) {
+    while (2 * p2 <= n) p2 *= 2;
+    extra = n - p2;
+  }
+  // This rank's index in the core, or -1 for an even rank that folded away.
+  int index(int r) const {
+    if (r < 2 * extra) return r % 2 ? r / 2 : -1;
+    return r - extra;
+  }
+  int rankOf(int v) const { return v < extra ? 2 * v + 1 : v + extra; }
+  // First rank (block) that core index v stands for; firstRank(p2) = n.
+  int firstRank(int v) const { return v < extra ? 2 * v : v + extra; }
+};
+
+// The steps that wrote consecutive chunks of a byte range of the receive
+// buffer, so a later send of any sub-range can wait for exactly those.
+struct Span {
+  size_t lo, hi, chunk;
+  std::vector<uint32_t> steps;  // one per chunk
+};
+
+// Makes the last step added wait for every logged write overlapping [x, y).
+void waitForWrites(const std::vector<Span>& log, size_t x, size_t y, Schedule* s) {
+  const uint32_t last = static_cast<uint32_t>(s->steps.size() - 1);
+  for (const Span& sp : log) {
+    if (y <= sp.lo || x >= sp.hi) continue;
+    const size_t a = std::max(x, sp.lo) - sp.lo, b = std::min(y, sp.hi) - sp.lo;
+    for (size_t j = a / sp.chunk; j <= (b - 1) / sp.chunk; ++j) s->addDep(last, sp.steps[j]);
+  }
+}
+
+// Sends recv bytes [x, y) to `peer` in chunks, each after the writes it reads.
+void sendRange(int peer, size_t x, size_t y, const CollArgs& a, const BuildParams& p,
+               const std::vector<Span>& log, Schedule* s) {
+  Chunker ch(y - x, p.chunkBytes, a.eltSize);
+  for (size_t j = 0; j < ch.count(); ++j) {
+    s->add(sendStep(peer, recvAt(x + ch.off(j)), ch.len(j)));
+    waitForWrites(log, x + ch.off(j), x + ch.off(j) + ch.len(j), s);
+  }
+}
+
+// Receives recv bytes [x, y) from `peer` in chunks and logs the writes.
+void recvRange(int peer, size_t x, size_t y, const CollArgs& a, const BuildParams& p,
+               std::vector<Span>* log, Schedule* s) {
+  Chunker ch(y - x, p.chunkBytes, a.eltSize);
+  if (ch.count() == 0) return;
+  Span sp{x, y, ch.chunk, {}};
+  for (size_t j = 0; j < ch.count(); ++j)
+    sp.steps.push_back(s->add(recvStep(peer, recvAt(x + ch.off(j)), ch.len(j))));
+  log->push_back(std::move(sp));
+}
+
+}  // namespace
+
+void buildRecursiveDoublingAllReduce(const CollArgs& a, const BuildParams& p, Schedule* s) {
+  s->algorithm = algoName(Algo::RecursiveDoubling);
+  const size_t bytes = a.count * a.eltSize;
+  const int n = p.nranks, r = p.rank;
+  if (bytes == 0) return;
+  if (n == 1) {
+    if (!a.inPlace) s->add(copyStep(sendAt(0), recvAt(0), bytes));
+    return;  // AVG over one rank divides by 1
+  }
+  const Fold f(n);
+  const int v = f.index(r);
+  Chunker ch(bytes, p.chunkBytes, a.eltSize);
+  const size_t J = ch.count();
+  if (v < 0) {  // folded away: hand the input to r+1, take the result back
+    std::vector<uint32_t> sent(J);
+    for (size_t j = 0; j < J; ++j) sent[j] = s->add(sendStep(r + 1, sendAt(ch.off(j)), ch.len(j)));
+    for (size_t j = 0; j < J; ++j)  // in place, the result overwrites what was sent
+      s->add(recvStep(r + 1, recvAt(ch.off(j)), ch.len(j)), {a.inPlace ? sent[j] : kNone});
+    return;
+  }
+  const int nslots = std::max(1, p.slots);
+  const size_t slotBytes = std::min(ch.chunk, bytes);
+  s->scratchBytes = slotBytes * nslots;
+  std::vector<uint32_t> slotUser(nslots, kNone);
+  size_t nextSlot = 0;
+  // producer[j]: the last write of chunk j into recvbuf (kNone: the value is
+  // still the input in sendbuf).
+  std::vector<uint32_t> producer(J, kNone);
+  auto value = [&](size_t j) { return producer[j] == kNone ? sendAt(ch.off(j)) : recvAt(ch.off(j)); };
+
+  // Receives chunk j from `peer` into a slot and combines it with this
+  // rank's value, the lower group's partial first. `sent` is this step's
+  // send of the chunk, which must be done before recvbuf is overwritten.
+  auto receiveAndReduce = [&](int peer, bool peerIsLower, size_t j, uint32_t sent) {
+    const int slot = static_cast<int>(nextSlot++ % nslots);
+    const BufRef tmp = scratchAt(slot * slotBytes);
+    const uint32_t got = s->add(recvStep(peer, tmp, ch.len(j)), {slotUser[slot]});
+    const BufRef mine = value(j);
+    const bool overwritesSent = producer[j] != kNone || a.inPlace;
+    const uint32_t red = s->add(reduceStep(peerIsLower ? tmp : mine, peerIsLower ? mine : tmp,
+                                           recvAt(ch.off(j)), ch.len(j)),
+                                {got, producer[j], overwritesSent ? sent : kNone});
+    slotUser[slot] = red;
+    producer[j] = red;
+  };
+
+  if (r < 2 * f.extra)  // odd rank of a folded pair: absorb rank r-1 first
+    for (size_t j = 0; j < J; ++j) receiveAndReduce(r - 1, true, j, kNone);
+  for (int mask = 1; mask < f.p2; mask *= 2) {
+    const int pv = v ^ mask, peer = f.rankOf(pv);
+    for (size_t j = 0; j < J; ++j) {
+      const uint32_t sent = s->add(sendStep(peer, value(j), ch.len(j)), {producer[j]});
+      receiveAndReduce(peer, pv < v, j, sent);
+    }
+  }
+  for (size_t j = 0; j < J; ++j) {
+    if (a.op == WEFT_AVG)
+      producer[j] = s->add(divideStep(recvAt(ch.off(j)), ch.len(j)), {producer[j]});
+    if (r < 2 * f.extra) s->add(sendStep(r - 1, recvAt(ch.off(j)), ch.len(j)), {producer[j]});
+  }
+}
+
+void buildRecursiveDoublingAllGather(const CollArgs& a, const BuildParams& p, Schedule* s) {
+  s->algorithm = algoName(Algo::RecursiveDoubling);
+  const size_t blk = a.count * a.eltSize;
+  const int n = p.nranks, r = p.rank;
+  if (blk == 0) return;
+  std::vector<Span> written;  // every write into recvbuf, for the sends that read it
+  if (!a.inPlace)
+    written.push_back(Span{r * blk, (r + 1) * blk, blk,
+                           {s->add(copyStep(sendAt(0), recvAt(r * blk), blk))}});
+  if (n == 1) return;
+  const Fold f(n);
+  const int v = f.index(r);
+  if (v < 0) {  // folded away: own block to r+1, all the others back from it
+    Chunker ch(blk, p.chunkBytes, a.eltSize);
+    for (size_t j = 0; j < ch.count(); ++j) {
+      BufRef src = a.inPlace ? recvAt(r * blk + ch.off(j)) : sendAt(ch.off(j));
+      s->add(sendStep(r + 1, src, ch.len(j)));
+    }
+    recvRange(r + 1, 0, r * blk, a, p, &written, s);
+    recvRange(r + 1, (r + 1) * blk, n * blk, a, p, &written, s);
+    return;
+  }
+  if (r < 2 * f.extra) recvRange(r - 1, (r - 1) * blk, r * blk, a, p, &written, s);
+  for (int mask = 1; mask < f.p2; mask *= 2) {
+    const int mine = v & ~(mask - 1), theirs = mine ^ mask, peer = f.rankOf(v ^ mask);
+    sendRange(peer, f.firstRank(mine) * blk, f.firstRank(mine + mask) * blk, a, p, written, s);
+    recvRange(peer, f.firstRank(theirs) * blk, f.firstRank(theirs + mask) * blk, a, p, &written,
+              s);
+  }
+  if (r < 2 * f.extra) {  // hand everything but its own block back to r-1
+    sendRange(r - 1, 0, (r - 1) * blk, a, p, written, s);
+    sendRange(r - 1, r * blk, n * blk, a, p, written, s);
+  }
+}
+
+}  // namespace weft
