@@ -174,7 +174,10 @@ void prepareProcess() {
       own = s.owned.end();
     }
     if (own == s.owned.end() && cur) {
-      if (!src.empty())
+      // Set by the user (or inherited from a parent process the shim ran in).
+      if (!src.empty() && want == cur)
+        report += std::string(" ") + m.ncclVar + "=" + src + " -> " + m.weftVar + "=" + want + ";";
+      else if (!src.empty())
         report += std::string(" ") + m.ncclVar + "=" + src + " ignored (" + m.weftVar + "=" + cur +
                   " is set);";
       continue;
@@ -213,7 +216,9 @@ void prepareProcess() {
   if (!s.bannerDone && wantsBanner()) {
     s.bannerDone = true;
     // Printed whatever WEFT_DEBUG_SUBSYS says: it is how a user learns
-    // that weft, not NCCL, runs behind libnccl.so.2.
+    // that weft, not NCCL, runs behind libnccl.so.2. (logEnabled first
+    // configures the logger: file, host name.)
+    logEnabled(LogLevel::Info, kInit);
     logMessage(LogLevel::Info, kInit, __FILE__, __LINE__, "weft %d.%d.%d (NCCL ABI %d.%d)",
                WEFT_MAJOR, WEFT_MINOR, WEFT_PATCH, NCCL_MAJOR, NCCL_MINOR);
   }
@@ -264,16 +269,27 @@ ncclResult_t startCommIdRoot(const weft_unique_id_t& id, int rank, std::string* 
 
 using namespace weft::shim;
 
-extern "C" {
+namespace {
 
-void pncclResetDebugInit() {
-  // Re-reads the logging variables (weft's logger is configured once).
+// Re-reads the logging variables (weft's logger is configured once).
+void resetDebugInit() {
   prepareProcess();
   weft::logReconfigure();
 }
+
+}  // namespace
+
+extern "C" {
+
+void pncclResetDebugInit() { resetDebugInit(); }
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 WEFT_NCCL_ALIAS(ncclResetDebugInit)
 #pragma GCC diagnostic pop
+
+// Not declared by nccl.h, but exported by NCCL's own library: exported
+// here too, so that the shim's export list is exactly NCCL's.
+void ncclResetDebugInitInternal();
+void ncclResetDebugInitInternal() { resetDebugInit(); }
 
 }  // extern "C"
