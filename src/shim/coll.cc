@@ -31,7 +31,8 @@ class Call {
 
   // The comm, the datatype, the buffers' memory, the stream.
   bool begin(ncclDataType_t datatype, std::initializer_list<const void*> bufs) {
-    if (!ok(acquire(comm_, fn_, &c_))) return false;
+    if (!ok(acquire(comm_, fn_, &ref_))) return false;
+    c_ = ref_.get();
     wc = c_->wc;
     if (static_cast<int>(datatype) < 0 || datatype >= ncclNumTypes) {
       invalid("datatype " + std::to_string(datatype) + " is not an ncclDataType_t");
@@ -90,6 +91,7 @@ class Call {
   const char* fn_;
   ncclComm_t comm_;
   cudaStream_t stream_;
+  CommRef ref_;  // keeps the comm alive for the whole call
   ncclComm* c_ = nullptr;
   OpChoice choice_;
   std::unique_ptr<unsigned char[]> scratch_;

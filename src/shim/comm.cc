@@ -9,7 +9,7 @@
 // used as soon as the caller likes; ncclCommGetAsyncError never waits.
 #include <cstring>
 #include <mutex>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "core/log.h"
 #include "shim/shim.h"
@@ -18,45 +18,44 @@ namespace weft {
 namespace shim {
 namespace {
 
-constexpr uint64_t kShimCommMagic = 0x6e63636c2d776674ull;  // "nccl-wft"
-
 std::mutex& registryMu() {
   static std::mutex m;
   return m;
 }
-std::unordered_set<const ncclComm*>& registry() {
-  static std::unordered_set<const ncclComm*> s;
+// Owns every live comm; a handle is the address of its ncclComm.
+std::unordered_map<const ncclComm*, CommRef>& registry() {
+  static std::unordered_map<const ncclComm*, CommRef> s;
   return s;
 }
 
 }  // namespace
 
-bool isLive(ncclComm_t comm) {
+CommRef lookup(ncclComm_t comm) {
+  if (!comm) return nullptr;
   std::lock_guard<std::mutex> lk(registryMu());
-  return comm && registry().count(comm) && comm->magic == kShimCommMagic;
+  auto it = registry().find(comm);
+  return it == registry().end() ? nullptr : it->second;
 }
 
 ncclComm* newComm(const CommSettings& s, int cudaDev) {
-  auto* c = new ncclComm;
-  c->magic = kShimCommMagic;
+  auto c = std::make_shared<ncclComm>();
   c->blocking = s.blocking;
   c->name = s.name;
   c->cudaDev = cudaDev;
   std::lock_guard<std::mutex> lk(registryMu());
-  registry().insert(c);
-  return c;
+  registry()[c.get()] = c;
+  return c.get();
 }
 
 void deleteComm(ncclComm* c) {
   if (!c) return;
   settle(c);
-  {
-    std::lock_guard<std::mutex> lk(registryMu());
-    registry().erase(c);
-  }
-  for (ShimRegistration* r : c->regs) delete r;
-  c->magic = 0;
-  delete c;
+  CommRef last;  // destroyed after the lock is released
+  std::lock_guard<std::mutex> lk(registryMu());
+  auto it = registry().find(c);
+  if (it == registry().end()) return;
+  last = std::move(it->second);
+  registry().erase(it);
 }
 
 void settle(ncclComm* c) {
@@ -64,30 +63,31 @@ void settle(ncclComm* c) {
   if (c->worker.joinable()) c->worker.join();
 }
 
-ncclResult_t acquire(ncclComm_t comm, const char* fn, ncclComm** out, bool allowFinalized) {
+ncclResult_t acquire(ncclComm_t comm, const char* fn, CommRef* out, bool allowFinalized) {
   if (!comm) return setError(nullptr, ncclInvalidArgument, std::string(fn) + ": comm is NULL");
-  if (!isLive(comm))
+  CommRef c = lookup(comm);
+  if (!c)
     return setError(nullptr, ncclInvalidArgument,
                     std::string(fn) +
                         ": comm is not a live communicator (destroyed, aborted, or never created)");
-  int s = comm->state.load();
+  int s = c->state.load();
   if (s == ncclComm::kDeferred)
-    return setError(comm, ncclInvalidUsage,
+    return setError(c.get(), ncclInvalidUsage,
                     std::string(fn) +
                         ": the communicator is created by the group still open on this thread; "
                         "use it after ncclGroupEnd");
   if (s == ncclComm::kCreating) {
-    settle(comm);
-    s = comm->state.load();
+    settle(c.get());
+    s = c->state.load();
   }
   if (s == ncclComm::kFailed)
-    return setError(comm, comm->createResult,
-                    std::string(fn) + ": the communicator's creation failed: " + comm->createError);
+    return setError(c.get(), c->createResult,
+                    std::string(fn) + ": the communicator's creation failed: " + c->createError);
   if (s == ncclComm::kFinalized && !allowFinalized)
     return setError(
-        comm, ncclInvalidUsage,
+        c.get(), ncclInvalidUsage,
         std::string(fn) + ": the communicator was finalized; only ncclCommDestroy may follow");
-  *out = comm;
+  *out = std::move(c);
   return ncclSuccess;
 }
 
@@ -196,18 +196,20 @@ using namespace weft::shim;
 
 namespace {
 
-// Destroy and abort free the handle; one still recorded in an open group
+// Destroy and abort drop the handle; one still recorded in an open group
 // must not vanish under it.
-ncclResult_t checkRemovable(ncclComm_t comm, const char* fn) {
-  if (!isLive(comm))
+ncclResult_t removable(ncclComm_t comm, const char* fn, CommRef* out) {
+  CommRef c = lookup(comm);
+  if (!c)
     return setError(nullptr, ncclInvalidArgument,
                     std::string(fn) +
                         ": comm is not a live communicator (destroyed, aborted, or never created)");
-  if (comm->state.load() == ncclComm::kDeferred)
-    return setError(comm, ncclInvalidUsage,
+  if (c->state.load() == ncclComm::kDeferred)
+    return setError(c.get(), ncclInvalidUsage,
                     std::string(fn) +
                         ": the communicator is created by the group still open on this thread; "
                         "call ncclGroupEnd first");
+  *out = std::move(c);
   return ncclSuccess;
 }
 
@@ -216,45 +218,47 @@ ncclResult_t checkRemovable(ncclComm_t comm, const char* fn) {
 extern "C" {
 
 ncclResult_t pncclCommFinalize(ncclComm_t comm) {
-  ncclComm* c = nullptr;
+  CommRef c;
   if (ncclResult_t r = acquire(comm, "ncclCommFinalize", &c); r != ncclSuccess) return r;
   // Every host-path operation has completed when its call returned, so the
   // comm is quiescent: release weft's resources now; Destroy frees the rest.
-  weft_result_t w = weft_comm_destroy(c->wc);
-  c->wc = nullptr;
+  weft_result_t w = weft_comm_destroy(c->wc.exchange(nullptr));
   c->state = ncclComm::kFinalized;
-  return fromWeft(c, w, "ncclCommFinalize");
+  return fromWeft(c.get(), w, "ncclCommFinalize");
 }
 WEFT_NCCL_ALIAS(ncclCommFinalize)
 
 ncclResult_t pncclCommDestroy(ncclComm_t comm) {
   if (!comm) return ncclSuccess;
-  if (ncclResult_t r = checkRemovable(comm, "ncclCommDestroy"); r != ncclSuccess) return r;
-  settle(comm);  // a creation still running finishes first
-  weft_result_t w = comm->wc ? weft_comm_destroy(comm->wc) : WEFT_SUCCESS;
-  comm->wc = nullptr;
+  CommRef c;
+  if (ncclResult_t r = removable(comm, "ncclCommDestroy", &c); r != ncclSuccess) return r;
+  settle(c.get());  // a creation still running finishes first
+  weft_comm_t wc = c->wc.exchange(nullptr);
+  weft_result_t w = wc ? weft_comm_destroy(wc) : WEFT_SUCCESS;
   ncclResult_t r = fromWeft(nullptr, w, "ncclCommDestroy");
-  deleteComm(comm);
+  deleteComm(c.get());
   return r;
 }
 WEFT_NCCL_ALIAS(ncclCommDestroy)
 
 ncclResult_t pncclCommAbort(ncclComm_t comm) {
   if (!comm) return ncclSuccess;
-  if (ncclResult_t r = checkRemovable(comm, "ncclCommAbort"); r != ncclSuccess) return r;
+  CommRef c;
+  if (ncclResult_t r = removable(comm, "ncclCommAbort", &c); r != ncclSuccess) return r;
   // weft cannot cancel a rendezvous in progress; it ends within
-  // WEFT_BOOTSTRAP_TIMEOUT_S at worst.
-  settle(comm);
-  if (comm->wc) weft_comm_abort(comm->wc);
-  comm->wc = nullptr;
-  deleteComm(comm);
+  // WEFT_BOOTSTRAP_TIMEOUT_S at worst. A collective running on another
+  // thread fails (weft's own reference keeps its state alive, ours the
+  // ncclComm) and returns.
+  settle(c.get());
+  if (weft_comm_t wc = c->wc.exchange(nullptr)) weft_comm_abort(wc);
+  deleteComm(c.get());
   return ncclSuccess;
 }
 WEFT_NCCL_ALIAS(ncclCommAbort)
 
 ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   (void)revokeFlags;
-  return unsupported(isLive(comm) ? comm : nullptr, "ncclCommRevoke",
+  return unsupported(lookup(comm).get(), "ncclCommRevoke",
                      "weft cannot stop a communicator's operations and keep it for a later "
                      "split or shrink; use ncclCommAbort, then create a new communicator");
 }
@@ -262,59 +266,58 @@ WEFT_NCCL_ALIAS(ncclCommRevoke)
 
 ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   const char* fn = "ncclCommGetAsyncError";
-  if (!isLive(comm)) {
-    ncclComm* unused = nullptr;
-    return acquire(comm, fn, &unused);  // the NULL / dead handle error
-  }
+  CommRef c = lookup(comm);
+  if (!c) return acquire(comm, fn, &c);  // the NULL / dead handle error
   if (!asyncError)
-    return setError(comm, ncclInvalidArgument, std::string(fn) + ": asyncError is NULL");
-  int s = comm->state.load();
+    return setError(c.get(), ncclInvalidArgument, std::string(fn) + ": asyncError is NULL");
+  int s = c->state.load();
   if (s == ncclComm::kDeferred || s == ncclComm::kCreating) {
-    *asyncError = ncclInProgress;
+    *asyncError = ncclInProgress;  // never waits: this is the polling call
     return ncclSuccess;
   }
-  settle(comm);  // finished: join its worker
+  settle(c.get());  // finished: join its worker
   if (s == ncclComm::kFailed) {
-    setError(comm, comm->createResult, comm->createError);
-    *asyncError = comm->createResult;
+    setError(c.get(), c->createResult, c->createError);
+    *asyncError = c->createResult;
     return ncclSuccess;
   }
-  if (s == ncclComm::kFinalized) {
+  weft_comm_t wc = c->wc;
+  if (s == ncclComm::kFinalized || !wc) {
     *asyncError = ncclSuccess;
     return ncclSuccess;
   }
   weft_result_t e = WEFT_SUCCESS;
-  weft_result_t w = weft_comm_get_async_error(comm->wc, &e);
-  if (w != WEFT_SUCCESS) return fromWeft(comm, w, fn);
+  weft_result_t w = weft_comm_get_async_error(wc, &e);
+  if (w != WEFT_SUCCESS) return fromWeft(c.get(), w, fn);
   if (e != WEFT_SUCCESS && e != WEFT_IN_PROGRESS)
-    setError(comm, toNccl(e), std::string(fn) + ": " + weft_get_last_error(comm->wc));
+    setError(c.get(), toNccl(e), std::string(fn) + ": " + weft_get_last_error(wc));
   *asyncError = toNccl(e);
   return ncclSuccess;
 }
 WEFT_NCCL_ALIAS(ncclCommGetAsyncError)
 
 ncclResult_t pncclCommCount(const ncclComm_t comm, int* count) {
-  ncclComm* c = nullptr;
+  CommRef c;
   if (ncclResult_t r = acquire(comm, "ncclCommCount", &c, true); r != ncclSuccess) return r;
-  if (!count) return setError(c, ncclInvalidArgument, "ncclCommCount: count is NULL");
+  if (!count) return setError(c.get(), ncclInvalidArgument, "ncclCommCount: count is NULL");
   *count = c->nranks;
   return ncclSuccess;
 }
 WEFT_NCCL_ALIAS(ncclCommCount)
 
 ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* device) {
-  ncclComm* c = nullptr;
+  CommRef c;
   if (ncclResult_t r = acquire(comm, "ncclCommCuDevice", &c, true); r != ncclSuccess) return r;
-  if (!device) return setError(c, ncclInvalidArgument, "ncclCommCuDevice: device is NULL");
+  if (!device) return setError(c.get(), ncclInvalidArgument, "ncclCommCuDevice: device is NULL");
   *device = c->cudaDev;
   return ncclSuccess;
 }
 WEFT_NCCL_ALIAS(ncclCommCuDevice)
 
 ncclResult_t pncclCommUserRank(const ncclComm_t comm, int* rank) {
-  ncclComm* c = nullptr;
+  CommRef c;
   if (ncclResult_t r = acquire(comm, "ncclCommUserRank", &c, true); r != ncclSuccess) return r;
-  if (!rank) return setError(c, ncclInvalidArgument, "ncclCommUserRank: rank is NULL");
+  if (!rank) return setError(c.get(), ncclInvalidArgument, "ncclCommUserRank: rank is NULL");
   *rank = c->rank;
   return ncclSuccess;
 }

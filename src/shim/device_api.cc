@@ -51,34 +51,34 @@ ncclResult_t pncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const
                                 ncclDevComm_t* outDevComm) {
   (void)reqs;
   (void)outDevComm;
-  return unsupported(isLive(comm) ? comm : nullptr, "ncclDevCommCreate", kNoDeviceApi);
+  return unsupported(lookup(comm).get(), "ncclDevCommCreate", kNoDeviceApi);
 }
 WEFT_NCCL_ALIAS(ncclDevCommCreate)
 
 ncclResult_t pncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const* devComm) {
   (void)devComm;
-  return unsupported(isLive(comm) ? comm : nullptr, "ncclDevCommDestroy", kNoDeviceApi);
+  return unsupported(lookup(comm).get(), "ncclDevCommDestroy", kNoDeviceApi);
 }
 WEFT_NCCL_ALIAS(ncclDevCommDestroy)
 
 // A bad comm gives an empty team (and the last error says why): these
 // functions have no result code.
 ncclTeam_t pncclTeamWorld(ncclComm_t comm) {
-  ncclComm* c = nullptr;
+  CommRef c;
   if (acquire(comm, "ncclTeamWorld", &c) != ncclSuccess) return team(0, 0, 0);
   return team(c->nranks, c->rank, 1);
 }
 extern "C" ncclTeam_t ncclTeamWorld(ncclComm_t) __attribute__((weak, alias("pncclTeamWorld")));
 
 ncclTeam_t pncclTeamLsa(ncclComm_t comm) {
-  ncclComm* c = nullptr;
+  CommRef c;
   if (acquire(comm, "ncclTeamLsa", &c) != ncclSuccess) return team(0, 0, 0);
   return team(1, 0, 1);
 }
 extern "C" ncclTeam_t ncclTeamLsa(ncclComm_t) __attribute__((weak, alias("pncclTeamLsa")));
 
 ncclTeam_t pncclTeamRail(ncclComm_t comm) {
-  ncclComm* c = nullptr;
+  CommRef c;
   if (acquire(comm, "ncclTeamRail", &c) != ncclSuccess) return team(0, 0, 0);
   return team(c->nranks, c->rank, 1);  // the LSA team's outer factor, LSA size 1
 }
@@ -87,7 +87,7 @@ extern "C" ncclTeam_t ncclTeamRail(ncclComm_t) __attribute__((weak, alias("pnccl
 // Rank `rank` of team `tm`, counted in the world (or the LSA team): teams
 // are strided subsets that contain this rank at tm.rank.
 int pncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t tm, int rank) {
-  ncclComm* c = nullptr;
+  CommRef c;
   if (acquire(comm, "ncclTeamRankToWorld", &c) != ncclSuccess) return -1;
   return c->rank + (rank - tm.rank) * tm.stride;
 }
@@ -95,7 +95,7 @@ extern "C" int ncclTeamRankToWorld(ncclComm_t, ncclTeam_t, int)
     __attribute__((weak, alias("pncclTeamRankToWorld")));
 
 int pncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t tm, int rank) {
-  ncclComm* c = nullptr;
+  CommRef c;
   if (acquire(comm, "ncclTeamRankToLsa", &c) != ncclSuccess) return -1;
   return 0 + (rank - tm.rank) * tm.stride;  // this rank is LSA rank 0
 }
@@ -111,8 +111,7 @@ WEFT_NCCL_ALIAS(ncclLsaBarrierCreateRequirement)
 ncclResult_t pncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam_t, int,
                                               ncclGinBarrierHandle_t*,
                                               ncclDevResourceRequirements_t*) {
-  return unsupported(isLive(comm) ? comm : nullptr, "ncclGinBarrierCreateRequirement",
-                     kNoDeviceApi);
+  return unsupported(lookup(comm).get(), "ncclGinBarrierCreateRequirement", kNoDeviceApi);
 }
 WEFT_NCCL_ALIAS(ncclGinBarrierCreateRequirement)
 

@@ -108,11 +108,13 @@ WEFT_NCCL_ALIAS(ncclGetErrorString)
 const char* pncclGetLastError(ncclComm_t comm) {
   // The calling thread's last error; a comm's own one (e.g. of a creation
   // that failed on a worker thread) when the thread has none.
-  if (tlsLastError.empty() && comm && isLive(comm)) {
-    thread_local std::string copy;
-    std::lock_guard<std::mutex> lk(comm->mu);
-    copy = comm->lastError;
-    return copy.c_str();
+  if (tlsLastError.empty()) {
+    if (CommRef c = lookup(comm)) {
+      thread_local std::string copy;
+      std::lock_guard<std::mutex> lk(c->mu);
+      copy = c->lastError;
+      return copy.c_str();
+    }
   }
   return tlsLastError.c_str();
 }

@@ -19,7 +19,7 @@ namespace shim {
 namespace {
 
 struct Creation {
-  ncclComm* comm;  // NULL: a split's NCCL_SPLIT_NOCOLOR side
+  CommRef comm;  // NULL: a split's NCCL_SPLIT_NOCOLOR side
   CreateFn fn;
   bool async;  // nonblocking config: left running after ncclGroupEnd
 };
@@ -44,7 +44,7 @@ ncclResult_t runCreations(std::vector<Creation>& cs, std::string* err) {
   std::vector<size_t> sync;
   for (size_t i = 0; i < cs.size(); ++i) {
     if (cs[i].async && cs[i].comm) {
-      startCreationThread(cs[i].comm, cs[i].fn);
+      startCreationThread(cs[i].comm.get(), cs[i].fn);
       anyAsync = true;
     } else {
       if (cs[i].comm) cs[i].comm->state = ncclComm::kCreating;
@@ -54,12 +54,12 @@ ncclResult_t runCreations(std::vector<Creation>& cs, std::string* err) {
   std::vector<ncclResult_t> results(sync.size(), ncclSuccess);
   std::vector<std::string> errs(sync.size());
   if (sync.size() == 1) {
-    results[0] = runCreation(cs[sync[0]].comm, cs[sync[0]].fn, &errs[0]);
+    results[0] = runCreation(cs[sync[0]].comm.get(), cs[sync[0]].fn, &errs[0]);
   } else {
     std::vector<std::thread> threads;
     for (size_t k = 0; k < sync.size(); ++k)
       threads.emplace_back(
-          [&, k] { results[k] = runCreation(cs[sync[k]].comm, cs[sync[k]].fn, &errs[k]); });
+          [&, k] { results[k] = runCreation(cs[sync[k]].comm.get(), cs[sync[k]].fn, &errs[k]); });
     for (auto& t : threads) t.join();
   }
   for (size_t k = 0; k < sync.size(); ++k) {
@@ -77,7 +77,7 @@ bool inGroup() { return group().depth > 0; }
 
 void deferCreation(ncclComm* c, CreateFn fn, bool async) {
   if (c) c->state = ncclComm::kDeferred;
-  group().creations.push_back(Creation{c, std::move(fn), async});
+  group().creations.push_back(Creation{lookup(c), std::move(fn), async});
 }
 
 void keepUntilGroupEnd(std::unique_ptr<unsigned char[]> buf) {

@@ -169,7 +169,7 @@ ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* new
                             ncclConfig_t* config) {
   const char* fn = "ncclCommSplit";
   prepareProcess();
-  ncclComm* p = nullptr;
+  CommRef p;
   if (ncclResult_t r = acquire(comm, fn, &p); r != ncclSuccess) return groupRefused(r);
   if (!newcomm) return invalid(fn, "newcomm is NULL");
   if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
@@ -198,7 +198,7 @@ ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int exclude
                              ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
   const char* fn = "ncclCommShrink";
   prepareProcess();
-  ncclComm* p = nullptr;
+  CommRef p;
   if (ncclResult_t r = acquire(comm, fn, &p); r != ncclSuccess) return groupRefused(r);
   if (!newcomm) return invalid(fn, "newcomm is NULL");
   // NCCL_SHRINK_ABORT first stops the parent's operations in flight; on

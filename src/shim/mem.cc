@@ -66,9 +66,9 @@ WEFT_NCCL_ALIAS(ncclMemFree)
 
 ncclResult_t pncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
   const char* fn = "ncclCommRegister";
-  ncclComm* c = nullptr;
+  CommRef c;
   if (ncclResult_t r = acquire(comm, fn, &c); r != ncclSuccess) return r;
-  if (!handle) return setError(c, ncclInvalidArgument, std::string(fn) + ": handle is NULL");
+  if (!handle) return setError(c.get(), ncclInvalidArgument, std::string(fn) + ": handle is NULL");
   // weft's transports copy through their own buffers: nothing to register.
   auto* reg = new ShimRegistration{buff, size};
   std::lock_guard<std::mutex> lk(c->mu);
@@ -80,7 +80,7 @@ WEFT_NCCL_ALIAS(ncclCommRegister)
 
 ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* handle) {
   const char* fn = "ncclCommDeregister";
-  ncclComm* c = nullptr;
+  CommRef c;
   if (ncclResult_t r = acquire(comm, fn, &c, true); r != ncclSuccess) return r;
   std::lock_guard<std::mutex> lk(c->mu);
   auto it = std::find(c->regs.begin(), c->regs.end(), static_cast<ShimRegistration*>(handle));
@@ -100,7 +100,7 @@ ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, n
   (void)size;
   (void)win;
   (void)winFlags;
-  return unsupported(isLive(comm) ? comm : nullptr, "ncclCommWindowRegister",
+  return unsupported(lookup(comm).get(), "ncclCommWindowRegister",
                      "symmetric memory windows serve NCCL's device-side kernels, and this weft "
                      "has no CUDA support yet");
 }
@@ -108,7 +108,7 @@ WEFT_NCCL_ALIAS(ncclCommWindowRegister)
 
 ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   (void)win;
-  return unsupported(isLive(comm) ? comm : nullptr, "ncclCommWindowDeregister",
+  return unsupported(lookup(comm).get(), "ncclCommWindowDeregister",
                      "symmetric memory windows serve NCCL's device-side kernels, and this weft "
                      "has no CUDA support yet");
 }

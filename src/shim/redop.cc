@@ -92,20 +92,20 @@ extern "C" {
 ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
                                        ncclScalarResidence_t residence, ncclComm_t comm) {
   const char* fn = "ncclRedOpCreatePreMulSum";
-  ncclComm* c = nullptr;
+  CommRef c;
   if (ncclResult_t r = acquire(comm, fn, &c); r != ncclSuccess) return r;
   if (!op || !scalar)
-    return setError(c, ncclInvalidArgument, std::string(fn) + ": op or scalar is NULL");
+    return setError(c.get(), ncclInvalidArgument, std::string(fn) + ": op or scalar is NULL");
   if (static_cast<int>(datatype) < 0 || datatype >= ncclNumTypes)
     return setError(
-        c, ncclInvalidArgument,
+        c.get(), ncclInvalidArgument,
         std::string(fn) + ": datatype " + std::to_string(datatype) + " is not an ncclDataType_t");
   if (residence != ncclScalarDevice && residence != ncclScalarHostImmediate)
-    return setError(c, ncclInvalidArgument,
+    return setError(c.get(), ncclInvalidArgument,
                     std::string(fn) + ": residence " + std::to_string(residence) +
                         " is not an ncclScalarResidence_t");
   if (isDeviceMemory(scalar))
-    return setError(c, ncclInvalidUsage,
+    return setError(c.get(), ncclInvalidUsage,
                     std::string(fn) +
                         ": the scalar is in CUDA device memory; this weft has no CUDA support "
                         "yet, so the scalar must be host memory");
@@ -137,7 +137,7 @@ WEFT_NCCL_ALIAS(ncclRedOpCreatePreMulSum)
 
 ncclResult_t pncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
   const char* fn = "ncclRedOpDestroy";
-  ncclComm* c = nullptr;
+  CommRef c;
   if (ncclResult_t r = acquire(comm, fn, &c, true); r != ncclSuccess) return r;
   const int v = static_cast<int>(op);
   std::lock_guard<std::mutex> lk(c->mu);

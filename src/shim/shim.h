@@ -63,9 +63,8 @@ struct ShimRegistration {
 struct ncclComm {
   enum State : int { kDeferred, kCreating, kReady, kFailed, kFinalized };
 
-  uint64_t magic = 0;
   std::atomic<int> state{kDeferred};
-  weft_comm_t wc = nullptr;  // set before `state` becomes kReady
+  std::atomic<weft_comm_t> wc{nullptr};  // set before `state` becomes kReady
   int rank = -1;
   int nranks = 0;
   int cudaDev = 0;
@@ -81,6 +80,10 @@ struct ncclComm {
   std::vector<ShimRedOp> ops;           // op value ncclNumOps + i is ops[i]
   std::vector<ShimRegistration*> regs;  // ncclCommRegister handles
   std::string lastError;
+
+  ~ncclComm() {
+    for (ShimRegistration* r : regs) delete r;
+  }
 };
 
 namespace weft {
@@ -111,12 +114,17 @@ ncclResult_t parseConfig(const char* fn, const ncclConfig_t* config, const CommS
 ncclComm* newComm(const CommSettings& s, int cudaDev);
 // Makes `c` ready around the created weft communicator.
 void publish(ncclComm* c, weft_comm_t wc);
+// A reference that keeps the comm's memory alive while a call uses it, so
+// that ncclCommAbort from another thread (a framework's watchdog) cannot
+// free it under a collective in progress.
+using CommRef = std::shared_ptr<ncclComm>;
 // The live, created communicator behind `comm` (waiting for a creation
 // running on a worker thread). Errors: NULL or dead handle, a creation that
 // failed or is deferred to the open group, a finalized comm (unless allowed).
-ncclResult_t acquire(ncclComm_t comm, const char* fn, ncclComm** out, bool allowFinalized = false);
-// True when `comm` is a live handle (any state).
-bool isLive(ncclComm_t comm);
+ncclResult_t acquire(ncclComm_t comm, const char* fn, CommRef* out, bool allowFinalized = false);
+// The live handle `comm` in any state, or NULL.
+CommRef lookup(ncclComm_t comm);
+inline bool isLive(ncclComm_t comm) { return lookup(comm) != nullptr; }
 
 // Creates the weft communicator: returns ncclSuccess and sets *out (NULL
 // for a split's NCCL_SPLIT_NOCOLOR), or an error with *err explaining it.
@@ -132,6 +140,8 @@ ncclResult_t create(ncclComm_t* out, ncclComm* c, CreateFn fn, bool async);
 void startCreationThread(ncclComm* c, CreateFn fn);
 // Waits for c's worker thread, if any.
 void settle(ncclComm* c);
+// Waits for c's worker and drops the handle: calls in progress keep the
+// memory until they return.
 void deleteComm(ncclComm* c);
 
 // ---- groups (group.cc) --------------------------------------------------

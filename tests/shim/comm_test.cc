@@ -182,6 +182,56 @@ TEST_CASE("one thread creates 4 ranks inside a group", "[shim][comm]") {
   for (ncclComm_t c : comms) CHECK(ncclCommDestroy(c) == ncclSuccess);
 }
 
+TEST_CASE("a group of nonblocking creations returns ncclInProgress", "[shim][comm]") {
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  std::vector<ncclComm_t> comms(3, nullptr);
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  for (int r = 0; r < 3; ++r)
+    CHECK(ncclCommInitRankConfig(&comms[r], 3, id, r, &cfg) == ncclSuccess);
+  ncclResult_t end = ncclGroupEnd();
+  CHECK((end == ncclInProgress || end == ncclSuccess));
+  CHECK(waitReady(comms) == "");
+  CHECK(allreduceRanks(comms) == "");
+  // Splits recorded in a group by one thread run together at its end.
+  std::vector<ncclComm_t> subs(3, nullptr);
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  for (int r = 0; r < 3; ++r)
+    CHECK(ncclCommSplit(comms[r], 0, -r, &subs[r], nullptr) == ncclSuccess);
+  REQUIRE(ncclGroupEnd() == ncclSuccess);
+  int rank = -1;
+  CHECK(ncclCommUserRank(subs[0], &rank) == ncclSuccess);
+  CHECK(rank == 2);
+  CHECK(allreduceRanks(subs) == "");
+  for (ncclComm_t c : subs) CHECK(ncclCommDestroy(c) == ncclSuccess);
+  for (ncclComm_t c : comms) CHECK(ncclCommDestroy(c) == ncclSuccess);
+}
+
+TEST_CASE("ncclCommAbort from another thread ends a blocked collective", "[shim][comm]") {
+  // Rank 1 never joins the allreduce; a watchdog thread aborts rank 0's
+  // comm, whose call must then return an error (and not crash).
+  ThreadRanks t(2);
+  REQUIRE(t.init == ncclSuccess);
+  std::vector<float> a(1024, 1.0f), b(1024, 0.0f);
+  ncclResult_t got = ncclSuccess;
+  std::thread caller([&] {
+    got = ncclAllReduce(a.data(), b.data(), a.size(), ncclFloat, ncclSum, t.comms[0], nullptr);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto start = std::chrono::steady_clock::now();
+  CHECK(ncclCommAbort(t.comms[0]) == ncclSuccess);
+  caller.join();
+  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO("abort and the blocked call took " << waited << " s");
+  CHECK(got != ncclSuccess);
+  CHECK(waited < 30.0);
+  t.comms[0] = nullptr;
+  ncclResult_t state = ncclSuccess;
+  CHECK(ncclCommGetAsyncError(t.comms[0], &state) == ncclInvalidArgument);
+}
+
 TEST_CASE("nonblocking configs create in the background", "[shim][comm]") {
   ncclUniqueId id;
   REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
