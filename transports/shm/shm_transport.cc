@@ -61,7 +61,7 @@ class ShmTransport : public Transport {
     TransportCaps c;
     size_t half = ctx_.config.shmSlots > 1 ? static_cast<size_t>(ctx_.config.shmSlots) / 2 : 1;
     c.preferredChunk = ctx_.config.shmSlotBytes * half;
-    c.bandwidthGBs = 8.0;
+    c.bandwidthGBs = 4.0;  // two copies per byte (into a slot, out of it)
     c.latencyUs = 0.5;
     c.doorbell = arena_ != nullptr;
     return c;
