@@ -74,22 +74,37 @@ void buildBruckAllGather(const CollArgs& a, const BuildParams& p, Schedule* s) {
                            {s->add(copyStep(sendAt(0), recvAt(r * blk), blk))}});
   for (int d = 1; d < n; d *= 2) {
     const int c = std::min(d, n - d);
+    // The chunks of both directions, sent and received in turn so that the
+    // engine, which looks a bounded number of steps ahead, always has the
+    // receive matching the peer's next send in view.
     const Ranges out(r, c, n, blk), in(mod(r + d, n), c, n, blk);
+    struct Piece {
+      size_t off, bytes;
+      int range;  // which of the (up to two) ranges
+    };
+    std::vector<Piece> sends, recvs;
     for (int i = 0; i < out.count; ++i) {
       Chunker ch(out.hi[i] - out.lo[i], p.chunkBytes, a.eltSize);
-      for (size_t j = 0; j < ch.count(); ++j) {
-        const size_t x = out.lo[i] + ch.off(j);
-        s->add(sendStep(mod(r - d, n), recvAt(x), ch.len(j)));
-        waitForWrites(written, x, x + ch.len(j), s);
-      }
+      for (size_t j = 0; j < ch.count(); ++j) sends.push_back({out.lo[i] + ch.off(j), ch.len(j), i});
     }
+    std::vector<Span> got;
     for (int i = 0; i < in.count; ++i) {
       Chunker ch(in.hi[i] - in.lo[i], p.chunkBytes, a.eltSize);
-      Span sp{in.lo[i], in.hi[i], ch.chunk, {}};
-      for (size_t j = 0; j < ch.count(); ++j)
-        sp.steps.push_back(s->add(recvStep(mod(r + d, n), recvAt(in.lo[i] + ch.off(j)), ch.len(j))));
-      written.push_back(std::move(sp));
+      got.push_back(Span{in.lo[i], in.hi[i], ch.chunk, {}});
+      for (size_t j = 0; j < ch.count(); ++j) recvs.push_back({in.lo[i] + ch.off(j), ch.len(j), i});
     }
+    for (size_t k = 0; k < std::max(sends.size(), recvs.size()); ++k) {
+      if (k < sends.size()) {
+        const Piece& o = sends[k];
+        s->add(sendStep(mod(r - d, n), recvAt(o.off), o.bytes));
+        waitForWrites(written, o.off, o.off + o.bytes, s);
+      }
+      if (k < recvs.size()) {
+        const Piece& g = recvs[k];
+        got[g.range].steps.push_back(s->add(recvStep(mod(r + d, n), recvAt(g.off), g.bytes)));
+      }
+    }
+    for (Span& sp : got) written.push_back(std::move(sp));  // disjoint from what was sent
   }
 }
 

@@ -87,9 +87,9 @@ class Builder {
     halve(bytes);
     divideOwnSegment();
     for (int mask = 1; mask < p2_; mask *= 2) {
-      const int mine = v_ & ~(mask - 1), theirs = mine ^ mask, peer = rankOf(v_ ^ mask);
-      sendRange(peer, seg_[mine], seg_[mine + mask]);
-      recvRange(peer, seg_[theirs], seg_[theirs + mask]);
+      const int mine = v_ & ~(mask - 1), theirs = mine ^ mask;
+      exchange(rankOf(v_ ^ mask), seg_[mine], seg_[mine + mask], seg_[theirs],
+               seg_[theirs + mask], false, false);
     }
     if (r_ < 2 * extra_) sendRange(r_ - 1, 0, bytes);
   }
@@ -156,65 +156,68 @@ class Builder {
     }
   }
 
-  // Receives [x, y) from `peer` chunk by chunk into slots and combines each
-  // chunk with this rank's value: dst = lower group's partial op upper's.
-  void receiveAndReduce(int peer, bool peerIsLower, size_t x, size_t y) {
-    Chunker ch(y - x, p_.chunkBytes, a_.eltSize);
-    if (ch.count() == 0) return;
-    Span sp{x, y, ch.chunk, {}};
-    for (size_t j = 0; j < ch.count(); ++j) {
-      const size_t off = x + ch.off(j), len = ch.len(j);
-      const int slot = static_cast<int>(nextSlot_++ % nslots_);
-      const BufRef tmp = scratchAt(slot * slotBytes_);
-      const uint32_t got = s_->add(recvStep(peer, tmp, len), {slotUser_[slot]});
-      const BufRef mine = inAcc_ ? at(off) : sendAt(off);
-      const uint32_t red = s_->add(
-          reduceStep(peerIsLower ? tmp : mine, peerIsLower ? mine : tmp, at(off), len), {got});
-      if (inAcc_) waitFor(writes_, off, off + len, s_);
-      waitFor(reads_, off, off + len, s_);
-      slotUser_[slot] = red;
-      sp.steps.push_back(red);
+  // One exchange with `peer`: send [sx, sy) and receive [rx, ry), chunk by
+  // chunk in turn (send j, then receive j), so that the receive matching
+  // the peer's next send is always a few steps ahead: the engine looks only
+  // a bounded number of steps past the first unfinished one. With `reduce`
+  // each received chunk is combined with this rank's value, the lower
+  // group's partial first; otherwise it is stored.
+  void exchange(int peer, size_t sx, size_t sy, size_t rx, size_t ry, bool reduce,
+                bool peerIsLower) {
+    Chunker out(sy - sx, p_.chunkBytes, a_.eltSize), in(ry - rx, p_.chunkBytes, a_.eltSize);
+    Span sent{sx, sy, out.chunk, {}}, got{rx, ry, in.chunk, {}};
+    for (size_t j = 0; j < std::max(out.count(), in.count()); ++j) {
+      if (j < out.count()) sent.steps.push_back(sendChunk(peer, sx + out.off(j), out.len(j)));
+      if (j < in.count()) {
+        const size_t off = rx + in.off(j), len = in.len(j);
+        got.steps.push_back(reduce ? recvReduceChunk(peer, peerIsLower, off, len)
+                                   : recvChunk(peer, off, len));
+      }
     }
-    writes_.push_back(std::move(sp));
+    // The two ranges are disjoint, so the logs are updated afterwards.
+    if (out.count() && (inAcc_ || a_.inPlace)) reads_.push_back(std::move(sent));
+    if (in.count()) writes_.push_back(std::move(got));
+  }
+  void sendRange(int peer, size_t x, size_t y) { exchange(peer, x, y, 0, 0, false, false); }
+
+  uint32_t sendChunk(int peer, size_t off, size_t len) {
+    const uint32_t i = s_->add(sendStep(peer, inAcc_ ? at(off) : sendAt(off), len));
+    if (inAcc_) waitFor(writes_, off, off + len, s_);
+    return i;
   }
 
-  void sendRange(int peer, size_t x, size_t y) {
-    Chunker ch(y - x, p_.chunkBytes, a_.eltSize);
-    if (ch.count() == 0) return;
-    Span sp{x, y, ch.chunk, {}};
-    for (size_t j = 0; j < ch.count(); ++j) {
-      const size_t off = x + ch.off(j), len = ch.len(j);
-      sp.steps.push_back(s_->add(sendStep(peer, inAcc_ ? at(off) : sendAt(off), len)));
-      if (inAcc_) waitFor(writes_, off, off + len, s_);
-    }
-    if (inAcc_ || a_.inPlace) reads_.push_back(std::move(sp));
+  uint32_t recvChunk(int peer, size_t off, size_t len) {
+    const uint32_t i = s_->add(recvStep(peer, at(off), len));
+    waitFor(reads_, off, off + len, s_);
+    return i;
   }
 
-  void recvRange(int peer, size_t x, size_t y) {
-    Chunker ch(y - x, p_.chunkBytes, a_.eltSize);
-    if (ch.count() == 0) return;
-    Span sp{x, y, ch.chunk, {}};
-    for (size_t j = 0; j < ch.count(); ++j) {
-      const size_t off = x + ch.off(j), len = ch.len(j);
-      sp.steps.push_back(s_->add(recvStep(peer, at(off), len)));
-      waitFor(reads_, off, off + len, s_);
-    }
-    writes_.push_back(std::move(sp));
+  // Receives into a slot, then acc = lower group's partial op upper's.
+  uint32_t recvReduceChunk(int peer, bool peerIsLower, size_t off, size_t len) {
+    const int slot = static_cast<int>(nextSlot_++ % nslots_);
+    const BufRef tmp = scratchAt(slot * slotBytes_);
+    const uint32_t got = s_->add(recvStep(peer, tmp, len), {slotUser_[slot]});
+    const BufRef mine = inAcc_ ? at(off) : sendAt(off);
+    const uint32_t red = s_->add(
+        reduceStep(peerIsLower ? tmp : mine, peerIsLower ? mine : tmp, at(off), len), {got});
+    if (inAcc_) waitFor(writes_, off, off + len, s_);
+    waitFor(reads_, off, off + len, s_);
+    slotUser_[slot] = red;
+    return red;
   }
 
   // The fold (odd rank of a pair) and the halving steps; afterwards this
   // rank's segment [seg_[v], seg_[v+1]) is reduced in acc.
   void halve(size_t total) {
     if (r_ < 2 * extra_) {
-      receiveAndReduce(r_ - 1, true, 0, total);
+      exchange(r_ - 1, 0, 0, 0, total, true, true);
       inAcc_ = true;
     }
     for (int mask = p2_ / 2; mask >= 1; mask /= 2) {
       const int base = v_ & ~(2 * mask - 1);
       const int keep = (v_ & mask) ? base + mask : base, give = keep ^ mask;
-      const int peer = rankOf(v_ ^ mask);
-      sendRange(peer, seg_[give], seg_[give + mask]);
-      receiveAndReduce(peer, (v_ ^ mask) < v_, seg_[keep], seg_[keep + mask]);
+      exchange(rankOf(v_ ^ mask), seg_[give], seg_[give + mask], seg_[keep], seg_[keep + mask],
+               true, (v_ ^ mask) < v_);
       inAcc_ = true;
     }
   }

@@ -80,25 +80,23 @@ void waitForWrites(const std::vector<Span>& log, size_t x, size_t y, Schedule* s
   }
 }
 
-// Sends recv bytes [x, y) to `peer` in chunks, each after the writes it reads.
-void sendRange(int peer, size_t x, size_t y, const CollArgs& a, const BuildParams& p,
-               const std::vector<Span>& log, Schedule* s) {
-  Chunker ch(y - x, p.chunkBytes, a.eltSize);
-  for (size_t j = 0; j < ch.count(); ++j) {
-    s->add(sendStep(peer, recvAt(x + ch.off(j)), ch.len(j)));
-    waitForWrites(log, x + ch.off(j), x + ch.off(j) + ch.len(j), s);
+// One exchange with `peer` over recvbuf: send bytes [sx, sy), each chunk
+// after the writes it reads, and receive bytes [rx, ry), logging the writes.
+// Chunks go in turn (send j, then receive j) so the receive matching the
+// peer's next send is always a few steps ahead: the engine looks only a
+// bounded number of steps past the first unfinished one.
+void exchange(int peer, size_t sx, size_t sy, size_t rx, size_t ry, const CollArgs& a,
+              const BuildParams& p, std::vector<Span>* log, Schedule* s) {
+  Chunker out(sy - sx, p.chunkBytes, a.eltSize), in(ry - rx, p.chunkBytes, a.eltSize);
+  Span got{rx, ry, in.chunk, {}};
+  for (size_t j = 0; j < std::max(out.count(), in.count()); ++j) {
+    if (j < out.count()) {
+      s->add(sendStep(peer, recvAt(sx + out.off(j)), out.len(j)));
+      waitForWrites(*log, sx + out.off(j), sx + out.off(j) + out.len(j), s);
+    }
+    if (j < in.count()) got.steps.push_back(s->add(recvStep(peer, recvAt(rx + in.off(j)), in.len(j))));
   }
-}
-
-// Receives recv bytes [x, y) from `peer` in chunks and logs the writes.
-void recvRange(int peer, size_t x, size_t y, const CollArgs& a, const BuildParams& p,
-               std::vector<Span>* log, Schedule* s) {
-  Chunker ch(y - x, p.chunkBytes, a.eltSize);
-  if (ch.count() == 0) return;
-  Span sp{x, y, ch.chunk, {}};
-  for (size_t j = 0; j < ch.count(); ++j)
-    sp.steps.push_back(s->add(recvStep(peer, recvAt(x + ch.off(j)), ch.len(j))));
-  log->push_back(std::move(sp));
+  if (in.count()) log->push_back(std::move(got));  // disjoint from what was sent
 }
 
 }  // namespace
@@ -183,20 +181,19 @@ void buildRecursiveDoublingAllGather(const CollArgs& a, const BuildParams& p, Sc
       BufRef src = a.inPlace ? recvAt(r * blk + ch.off(j)) : sendAt(ch.off(j));
       s->add(sendStep(r + 1, src, ch.len(j)));
     }
-    recvRange(r + 1, 0, r * blk, a, p, &written, s);
-    recvRange(r + 1, (r + 1) * blk, n * blk, a, p, &written, s);
+    exchange(r + 1, 0, 0, 0, r * blk, a, p, &written, s);
+    exchange(r + 1, 0, 0, (r + 1) * blk, n * blk, a, p, &written, s);
     return;
   }
-  if (r < 2 * f.extra) recvRange(r - 1, (r - 1) * blk, r * blk, a, p, &written, s);
+  if (r < 2 * f.extra) exchange(r - 1, 0, 0, (r - 1) * blk, r * blk, a, p, &written, s);
   for (int mask = 1; mask < f.p2; mask *= 2) {
-    const int mine = v & ~(mask - 1), theirs = mine ^ mask, peer = f.rankOf(v ^ mask);
-    sendRange(peer, f.firstRank(mine) * blk, f.firstRank(mine + mask) * blk, a, p, written, s);
-    recvRange(peer, f.firstRank(theirs) * blk, f.firstRank(theirs + mask) * blk, a, p, &written,
-              s);
+    const int mine = v & ~(mask - 1), theirs = mine ^ mask;
+    exchange(f.rankOf(v ^ mask), f.firstRank(mine) * blk, f.firstRank(mine + mask) * blk,
+             f.firstRank(theirs) * blk, f.firstRank(theirs + mask) * blk, a, p, &written, s);
   }
   if (r < 2 * f.extra) {  // hand everything but its own block back to r-1
-    sendRange(r - 1, 0, (r - 1) * blk, a, p, written, s);
-    sendRange(r - 1, r * blk, n * blk, a, p, written, s);
+    exchange(r - 1, 0, (r - 1) * blk, 0, 0, a, p, &written, s);
+    exchange(r - 1, r * blk, n * blk, 0, 0, a, p, &written, s);
   }
 }
 

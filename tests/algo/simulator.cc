@@ -60,7 +60,8 @@ bool depsDone(RankRun& rr, size_t i) {
 }  // namespace
 
 SimResult run(const CollArgs& args, weft_datatype_t dt, int n, size_t chunkBytes, int slots,
-              std::vector<RankBuffers>* bufs, uint64_t seed, int holdRank, Algo algo) {
+              std::vector<RankBuffers>* bufs, uint64_t seed, int holdRank, Algo algo,
+              size_t window) {
   SimResult res;
   std::mt19937_64 rng(seed);
   std::vector<RankRun> ranks(n);
@@ -144,7 +145,10 @@ SimResult run(const CollArgs& args, weft_datatype_t dt, int n, size_t chunkBytes
       std::vector<uint8_t> sendBlocked(n, 0), recvBlocked(n, 0);
       while (rr.firstPending < rr.state.size() && rr.state[rr.firstPending] == kDone)
         ++rr.firstPending;
-      for (size_t i = rr.firstPending; i < rr.sch.steps.size(); ++i) {
+      const size_t end = window ? std::min(rr.sch.steps.size(), rr.firstPending + window)
+                                : rr.sch.steps.size();
+      if (end < rr.sch.steps.size()) allDone = false;
+      for (size_t i = rr.firstPending; i < end; ++i) {
         if (rr.state[i] == kDone) continue;
         allDone = false;
         const Step& s = rr.sch.steps[i];

@@ -32,8 +32,13 @@ struct SimResult {
 // sendbuf, result at block rank). `dt` and `op` drive reductions.
 // `holdRank` (>= 0) never runs any step: models a rank that has not arrived.
 // `algo` is BuildParams::algo (Auto: the default for the collective).
+// `window`: as the engine (src/exec/engine.cc, kScanBudget), a rank looks at
+// most this many steps past its first unfinished one for steps to post, so a
+// schedule whose next matching receive lies further down deadlocks here as
+// it would stall there; 0 looks at every step.
+constexpr size_t kEngineScanWindow = 4096;
 SimResult run(const CollArgs& args, weft_datatype_t dt, int nranks, size_t chunkBytes, int slots,
               std::vector<RankBuffers>* bufs, uint64_t seed, int holdRank = -1,
-              Algo algo = Algo::Auto);
+              Algo algo = Algo::Auto, size_t window = kEngineScanWindow);
 
 }  // namespace weft::sim
