@@ -47,6 +47,7 @@ Engine::Engine(int rank, int nranks, const Config& cfg, std::vector<Endpoint*> e
     if (p.hostHash == peers_[rank_].hostHash) ++local;
   long spinUs = cfg_.spinUs >= 0 ? cfg_.spinUs : (local > usableCpus() ? 2 : 100);
   spinNs_ = static_cast<uint64_t>(spinUs) * 1000;
+  curSpinNs_ = spinNs_;
 }
 
 void Engine::enqueue(std::unique_ptr<Op> op) {
@@ -282,10 +283,20 @@ void Engine::checkStalled() {
 
 void Engine::idleWait(int idleRounds, int maxUs) {
   const uint64_t now = nowNs();
-  if (idleRounds <= 1) idleSinceNs_ = now;
-  if (now - idleSinceNs_ < spinNs_) {
+  if (idleRounds <= 1) {
+    // A new idle period: the last one ended while spinning, so spin longer.
+    if (!sleptThisIdle_) curSpinNs_ = std::min(spinNs_, curSpinNs_ * 2 + 1000);
+    idleSinceNs_ = now;
+    sleptThisIdle_ = false;
+  }
+  if (now - idleSinceNs_ < curSpinNs_) {
     cpuRelax();
     return;
+  }
+  if (!sleptThisIdle_) {
+    // The spin timed out: the peer was not running. Spin less next time.
+    sleptThisIdle_ = true;
+    curSpinNs_ = std::max<uint64_t>(1000, curSpinNs_ / 4);
   }
   if (pollFds_.empty()) {
     for (Transport* t : transports_)

@@ -70,7 +70,9 @@ class Engine {
   uint64_t lastProgressNs_ = 0;
   uint64_t lastLivenessNs_ = 0;
   uint32_t gen_ = 0;
-  uint64_t spinNs_ = 0;
+  uint64_t spinNs_ = 0;     // longest spin (WEFT_SPIN_US)
+  uint64_t curSpinNs_ = 0;  // adapted as in shm/arena.h
+  bool sleptThisIdle_ = false;
   uint64_t idleSinceNs_ = 0;
   bool doorbells_ = false;  // a transport can wake this rank from sleep()
   std::vector<uint32_t> sendGen_, recvGen_;

@@ -44,6 +44,7 @@ Arena::Arena(int rank, int nranks, std::vector<Segment*> blocks, std::vector<Pid
   // few microseconds), barely when ranks share cores.
   if (spinUs < 0) spinUs = oversubscribed_ ? 2 : 100;
   spinNs_ = static_cast<uint64_t>(spinUs) * 1000;
+  curSpinNs_ = spinNs_;
 }
 
 void Arena::publish(uint64_t flag) {
@@ -93,12 +94,18 @@ Status Arena::wait(uint64_t v, double timeoutS, const std::function<std::string(
   if (reached(v, &lag)) return Status::ok();
   const uint64_t start = nowNs();
   uint64_t now = start;
-  for (int i = 0; now - start < spinNs_; ++i) {
+  for (int i = 0; now - start < curSpinNs_; ++i) {
     cpuRelax();
-    if (hdr_[lag]->flag.load(std::memory_order_acquire) >= v && reached(v, &lag))
+    if (hdr_[lag]->flag.load(std::memory_order_acquire) >= v && reached(v, &lag)) {
+      curSpinNs_ = std::min(spinNs_, curSpinNs_ * 2 + 1000);
       return Status::ok();
+    }
     if ((i & 63) == 63) now = nowNs();
   }
+  // The rank waited for did not answer within the spin: it is probably not
+  // running (sharing this core, or descheduled). Spin less next time, so
+  // that this rank gives the core away sooner.
+  curSpinNs_ = std::max<uint64_t>(1000, curSpinNs_ / 4);
   uint64_t nextCheck = now + 1000000000ull;
   const uint64_t end = start + static_cast<uint64_t>(timeoutS * 1e9);
   int yields = oversubscribed_ ? 8 : 0;

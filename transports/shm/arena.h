@@ -107,7 +107,8 @@ class Arena {
   std::vector<PidWatch*> watches_;
   std::vector<std::string> describe_;
   uint64_t nextRound_ = 1;
-  uint64_t spinNs_;
+  uint64_t spinNs_;     // longest spin before sleeping (WEFT_SPIN_US)
+  uint64_t curSpinNs_;  // adapted: shrinks when spins time out, grows back
   bool oversubscribed_;
   mutable std::vector<uint64_t> seen_;  // flags as reached() last read them
 };
