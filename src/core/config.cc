@@ -80,6 +80,8 @@ Config Config::fromEnv() {
   c.transports = envStr("WEFT_TRANSPORTS");
   c.socketIfname = envStr("WEFT_SOCKET_IFNAME");
   c.nsocksPerPeer = static_cast<int>(envLong("WEFT_NSOCKS_PER_PEER", c.nsocksPerPeer, 1, 16));
+  c.socketBufBytes = envBytes("WEFT_SOCKET_BUF_BYTES", c.socketBufBytes);
+  if (c.socketBufBytes > (1u << 30)) c.socketBufBytes = 1u << 30;
   c.chunkBytes = envBytes("WEFT_CHUNK_BYTES", c.chunkBytes);
   c.shmSlotBytes = envBytes("WEFT_SHM_SLOT_BYTES", c.shmSlotBytes);
   if (c.shmSlotBytes < 4096) c.shmSlotBytes = 4096;

@@ -14,6 +14,7 @@ struct Config {
   std::string transports;          // WEFT_TRANSPORTS: "tcp", "shm,tcp", "^shm"
   std::string socketIfname;        // WEFT_SOCKET_IFNAME: interface prefix, "^lo" excludes
   int nsocksPerPeer = 2;           // WEFT_NSOCKS_PER_PEER: TCP streams per peer
+  size_t socketBufBytes = 4 << 20; // WEFT_SOCKET_BUF_BYTES: SO_SNDBUF/SO_RCVBUF; 0 = kernel
   size_t chunkBytes = 0;           // WEFT_CHUNK_BYTES: 0 = transport's preferred
   size_t shmSlotBytes = 1 << 20;   // WEFT_SHM_SLOT_BYTES: one slot of a shm FIFO
   int shmSlots = 8;                // WEFT_SHM_SLOTS: slots per shm FIFO

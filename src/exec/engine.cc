@@ -54,7 +54,7 @@ void Engine::enqueue(std::unique_ptr<Op> op) {
   op->enqueueNs = nowNs();
   op->state.assign(op->sched.steps.size(), Op::kPending);
   op->comps.resize(op->sched.steps.size());
-  if (op->sched.scratchBytes) op->scratch.resize(op->sched.scratchBytes);
+  if (op->sched.scratchBytes) takeScratch(*op);
   if (ops_.empty()) lastProgressNs_ = op->enqueueNs;
   if (!error_.isOk()) {
     finishOp(*op, error_);
@@ -71,9 +71,38 @@ uint8_t* Engine::bind(Op& op, BufRef ref) const {
   switch (ref.buf) {
     case BufId::Send: return op.send ? op.send + ref.off : nullptr;
     case BufId::Recv: return op.recv ? op.recv + ref.off : nullptr;
-    case BufId::Scratch: return op.scratch.empty() ? nullptr : op.scratch.data() + ref.off;
+    case BufId::Scratch: return op.scratch ? op.scratch.get() + ref.off : nullptr;
   }
   return nullptr;
+}
+
+void Engine::takeScratch(Op& op) {
+  const size_t need = op.sched.scratchBytes;
+  size_t best = spare_.size();
+  for (size_t i = 0; i < spare_.size(); ++i)
+    if (spare_[i].len >= need && (best == spare_.size() || spare_[i].len < spare_[best].len))
+      best = i;
+  if (best < spare_.size()) {
+    op.scratch = std::move(spare_[best].buf);
+    op.scratchLen = spare_[best].len;
+    spare_.erase(spare_.begin() + static_cast<long>(best));
+    return;
+  }
+  op.scratch.reset(new uint8_t[need]);  // not zeroed: steps write before they read
+  op.scratchLen = need;
+}
+
+void Engine::giveBackScratch(Op& op) {
+  if (!op.scratch) return;
+  if (spare_.size() >= kSpareScratch) {
+    // Keep the largest buffers.
+    size_t smallest = 0;
+    for (size_t i = 1; i < spare_.size(); ++i)
+      if (spare_[i].len < spare_[smallest].len) smallest = i;
+    if (spare_[smallest].len >= op.scratchLen) return;
+    spare_.erase(spare_.begin() + static_cast<long>(smallest));
+  }
+  spare_.push_back(Spare{op.scratchLen, std::move(op.scratch)});
 }
 
 void Engine::finishOp(Op& op, const Status& st) {
@@ -90,6 +119,7 @@ void Engine::fail(const Status& st) {
   }
   for (auto& op : ops_) finishOp(*op, error_);
   ops_.clear();
+  spare_.clear();
 }
 
 // Runs or posts step i (pending, dependencies done). Returns false when the
@@ -223,10 +253,17 @@ bool Engine::progress() {
     if (!error_.isOk()) return true;
     if (budget == 0) break;
   }
-  ops_.erase(std::remove_if(ops_.begin(), ops_.end(), [](const std::unique_ptr<Op>& o) {
-               return o->finished;
-             }),
-             ops_.end());
+  while (!ops_.empty() && ops_.front()->finished) {
+    giveBackScratch(*ops_.front());
+    ops_.pop_front();
+  }
+  if (std::any_of(ops_.begin(), ops_.end(), [](const std::unique_ptr<Op>& o) { return o->finished; })) {
+    for (auto& o : ops_)
+      if (o->finished) giveBackScratch(*o);
+    ops_.erase(std::remove_if(ops_.begin(), ops_.end(),
+                              [](const std::unique_ptr<Op>& o) { return o->finished; }),
+               ops_.end());
+  }
   uint64_t now = nowNs();
   if (moved) {
     lastProgressNs_ = now;

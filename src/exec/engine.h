@@ -58,6 +58,9 @@ class Engine {
   void finishOp(Op& op, const Status& st);
   void checkStalled();
   uint8_t* bind(Op& op, BufRef ref) const;
+  // Scratch buffers are reused across ops (no allocation, no zeroing per op).
+  void takeScratch(Op& op);
+  void giveBackScratch(Op& op);
 
   int rank_, nranks_;
   Config cfg_;
@@ -77,6 +80,12 @@ class Engine {
   bool doorbells_ = false;  // a transport can wake this rank from sleep()
   std::vector<uint32_t> sendGen_, recvGen_;
   std::vector<::pollfd> pollFds_;
+  struct Spare {
+    size_t len;
+    std::unique_ptr<uint8_t[]> buf;
+  };
+  static constexpr size_t kSpareScratch = 4;
+  std::vector<Spare> spare_;
 };
 
 }  // namespace weft

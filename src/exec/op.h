@@ -61,7 +61,8 @@ struct Op {
   uint8_t* send = nullptr;
   uint8_t* recv = nullptr;
   size_t sendLen = 0, recvLen = 0;
-  std::vector<uint8_t> scratch;
+  std::unique_ptr<uint8_t[]> scratch;  // sched.scratchBytes, from the engine's pool
+  size_t scratchLen = 0;
   // A copy of the send buffer, when it overlaps a receive of the same group
   // (a send and a receive on one buffer, as nccl-tests' in-place sendrecv).
   std::vector<uint8_t> staged;

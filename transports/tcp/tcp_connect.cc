@@ -99,7 +99,7 @@ void Establisher::startConnect(int peer, int sock) {
     retries_.push_back({peer, sock, nowNs() + 100000000ull});
     return;
   }
-  net::setBufferSizes(c.fd, kSockBufBytes);
+  net::setBufferSizes(c.fd, static_cast<int>(ctx_.config.socketBufBytes));
   net::setNoDelay(c.fd);
   if (::connect(c.fd, reinterpret_cast<const sockaddr*>(&c.remote.ss), c.remote.len) == 0) {
     c.state = Conn::kSending;
@@ -127,7 +127,7 @@ void Establisher::acceptAll() {
       return;
     }
     net::setNoDelay(c.fd);
-    net::setBufferSizes(c.fd, kSockBufBytes);
+    net::setBufferSizes(c.fd, static_cast<int>(ctx_.config.socketBufBytes));
     c.state = Conn::kReceiving;
     c.startNs = nowNs();
     conns_.push_back(c);

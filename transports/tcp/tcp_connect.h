@@ -14,11 +14,10 @@
 namespace weft {
 namespace tcp {
 
-constexpr int kSockBufBytes = 4 << 20;
 constexpr double kHelloTimeoutS = 5.0;
 
 // On success (*fds)[p][s] is stream s with peer p for every p in `peers`:
-// non-blocking, TCP_NODELAY, kSockBufBytes buffers. `addrs` is indexed by rank
+// non-blocking, TCP_NODELAY, WEFT_SOCKET_BUF_BYTES buffers. `addrs` is indexed by rank
 // (the listening addresses of the peers). On failure every socket is closed.
 Status establish(const TransportContext& ctx, int listenFd, const std::vector<int>& peers,
                  const std::vector<net::Address>& addrs, std::vector<std::vector<int>>* fds);

@@ -89,7 +89,7 @@ Status TcpTransport::localAddress(std::string* blob) {
   WEFT_RETURN_IF_ERROR(net::pickLocalAddress(ctx_.config.socketIfname, &addr, &ifname));
   int backlog = std::max(128, ctx_.nranks * ctx_.config.nsocksPerPeer + 64);
   WEFT_RETURN_IF_ERROR(net::listenOn(addr, backlog, &listenFd_, &bound));
-  net::setBufferSizes(listenFd_, kSockBufBytes);  // inherited by accepted sockets
+  net::setBufferSizes(listenFd_, static_cast<int>(ctx_.config.socketBufBytes));  // inherited by accepted sockets
   Blob b{};
   b.magic = kBlobMagic;
   b.version = kWireVersion;
