@@ -10,6 +10,7 @@
 //   neither      a launcher's environment (weft_comm_init_env) when it names a
 //                rank, else a single rank.
 #include <sys/types.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -93,6 +94,24 @@ int runChild(const Options& o, const weft_unique_id_t& id, int proc) {
   return runOnThreads(codes, perProc, body);
 }
 
+// Pins forked process p to the p-th CPU (round-robin) of those this process
+// may use, as mpirun binds ranks to cores: otherwise the scheduler may keep
+// two ranks that hand work to each other on one core, and the figures swing
+// between runs.
+void bindToCpu(int p) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  if (cpus.size() < 2) return;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpus[static_cast<size_t>(p) % cpus.size()], &one);
+  sched_setaffinity(0, sizeof one, &one);
+}
+
 int runForked(const Options& o) {
   weft_unique_id_t id;
   weft_result_t r = weft_get_unique_id(&id);
@@ -113,6 +132,7 @@ int runForked(const Options& o) {
       return 3;
     }
     if (pid == 0) {
+      if (o.bind) bindToCpu(p);
       int code = runChild(o, id, p);
       std::fflush(stdout);
       std::fflush(stderr);

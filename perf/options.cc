@@ -112,7 +112,7 @@ const Flag kFlags[] = {
     {"-o", nullptr, "--op"},          {"-r", nullptr, "--root"},
     {"-z", nullptr, "--blocking"},    {"-np", nullptr, "--nprocs"},
     {"-t", nullptr, "--nthreads"},    {"-a", "-A", "--algo"},
-    {"-T", nullptr, "--time_budget"},
+    {"-T", nullptr, "--time_budget"}, {"-B", nullptr, "--bind"},
 };
 
 std::string baseName(const char* path) {
@@ -191,6 +191,7 @@ void printUsage(FILE* f, const char* prog) {
                "  -t, --nthreads N       N ranks as threads (with -np: N threads per process)\n"
                "  -a, -A, --algo ALGO    set WEFT_ALGO=<collective>:ALGO before init\n"
                "  -T, --time_budget S    cap each timed loop at about S seconds (>= 1 iteration)\n"
+               "  -B, --bind 0|1         pin -np ranks to the allowed CPUs round-robin, default 1\n"
                "  -h, --help             this text\n"
                "Without -np/-t the ranks come from the launcher (WEFT_RANK, torchrun, Open MPI,\n"
                "SLURM); with no launcher in the environment, one rank runs.\n",
@@ -284,6 +285,8 @@ ParseResult parseOptions(int argc, char** argv, Options* o, std::string* err) {
     } else if (name == "-a") {
       o->algo = value;
       ok = !o->algo.empty();
+    } else if (name == "-B") {
+      ok = parseInt(value, 0, 1, &o->bind);
     } else if (name == "-T") {
       ok = parseDouble(value, &o->timeBudget) && o->timeBudget > 0;
     }

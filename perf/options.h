@@ -34,6 +34,7 @@ struct Options {
   int nthreads = 0;  // -t: ranks as threads (0 = no)
   std::string algo;  // -a / -A
   double timeBudget = 0;  // -T seconds per size and placement; 0 = none
+  int bind = 1;           // -B: pin forked ranks to CPUs round-robin (as mpirun does)
 };
 
 enum class ParseResult { Ok, Help, Error };

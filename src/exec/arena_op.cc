@@ -99,6 +99,10 @@ ArenaOp::ArenaOp(shm::Arena* arena, const CollArgs& args, weft_datatype_t dt, co
 
 std::string ArenaOp::describe() const { return describeOp(args_, dt_, seq_); }
 
+bool ArenaOp::anyC() const {
+  return (args_.type == CollType::AllReduce && !oneShot_) || args_.type == CollType::Reduce;
+}
+
 bool ArenaOp::hasC() const {
   return (args_.type == CollType::AllReduce && !oneShot_) ||
          (args_.type == CollType::Reduce && me_ == args_.root);
@@ -268,7 +272,9 @@ bool ArenaOp::progress(Status* st, bool* moved) {
         *st = bs;
         return true;
       }
-      arena_->publish(2 * g + 2);
+      // B's flag is only waited for by a C phase (on some rank); without
+      // one, A(g+1)'s flag tells the others that B(g) is done.
+      if (anyC()) arena_->publish(2 * g + 2);
       stage_ = hasC() ? 2 : 0;
       if (stage_ == 0) ++round_;
       *moved = true;

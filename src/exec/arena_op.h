@@ -8,7 +8,7 @@
 //
 //   A  write my staging buffer            publish 2g+1
 //   B  wait all >= 2g+1; read the others' staging, write my result buffer
-//                                         publish 2g+2
+//                                         publish 2g+2 (if any rank runs C)
 //   C  wait all >= 2g+2; read the others' result buffers (allreduce, reduce)
 //
 // (g = the round's number in the communicator's arena sequence.) Staging and
@@ -68,7 +68,8 @@ class ArenaOp : public OpRunner {
   void phaseA(size_t j, int par);
   Status phaseB(size_t j, int par);
   void phaseC(size_t j, int par);
-  bool hasC() const;
+  bool hasC() const;  // this rank runs a C phase
+  bool anyC() const;  // some rank does (so B's flag is published)
   // The flag every rank must reach before the current stage.
   uint64_t target() const;
   // Byte range [*off, *off + *len) of part p of a round of `len` bytes.

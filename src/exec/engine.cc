@@ -45,7 +45,7 @@ Engine::Engine(int rank, int nranks, const Config& cfg, std::vector<Endpoint*> e
   int local = 0;
   for (const PeerInfo& p : peers_)
     if (p.hostHash == peers_[rank_].hostHash) ++local;
-  long spinUs = cfg_.spinUs >= 0 ? cfg_.spinUs : (local > usableCpus() ? 2 : 100);
+  long spinUs = cfg_.spinUs >= 0 ? cfg_.spinUs : (local > usableCpus() ? 0 : 100);
   spinNs_ = static_cast<uint64_t>(spinUs) * 1000;
   curSpinNs_ = spinNs_;
 }

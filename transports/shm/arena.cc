@@ -42,7 +42,7 @@ Arena::Arena(int rank, int nranks, std::vector<Segment*> blocks, std::vector<Pid
   oversubscribed_ = nranks > usableCpus();
   // Auto: spin long when every rank has a core (a sleep/wake pair costs a
   // few microseconds), barely when ranks share cores.
-  if (spinUs < 0) spinUs = oversubscribed_ ? 2 : 100;
+  if (spinUs < 0) spinUs = oversubscribed_ ? 0 : 100;
   spinNs_ = static_cast<uint64_t>(spinUs) * 1000;
   curSpinNs_ = spinNs_;
 }
@@ -108,10 +108,11 @@ Status Arena::wait(uint64_t v, double timeoutS, const std::function<std::string(
   curSpinNs_ = std::max<uint64_t>(1000, curSpinNs_ / 4);
   uint64_t nextCheck = now + 1000000000ull;
   const uint64_t end = start + static_cast<uint64_t>(timeoutS * 1e9);
-  int yields = oversubscribed_ ? 8 : 0;
+  // Ranks sharing cores: hand the core to a sibling for a while (cheaper
+  // than a futex sleep and wake) before sleeping.
+  const uint64_t yieldUntil = oversubscribed_ ? now + 50000 : now;
   for (;;) {
-    if (yields > 0) {
-      --yields;
+    if (now < yieldUntil) {
       sched_yield();
       if (reached(v, &lag)) return Status::ok();
     } else if (sleepOnBell(1000, [&] { return reached(v, &lag); })) {
