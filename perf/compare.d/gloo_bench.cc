@@ -10,6 +10,7 @@
 //
 //   gloo_bench allreduce -np 4 -b 8 -e 64M -w 2 -n 1000 -T 0.05
 #include <dirent.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -136,6 +137,23 @@ void removeDir(const std::string& dir) {
 
 }  // namespace
 
+// Rank r on the r-th allowed CPU (round-robin), as weft-perf -B 1 and
+// mpirun --bind-to core place their ranks, so all three compare alike.
+// (Gloo's own I/O thread follows its rank's binding.)
+void bindRoundRobin(int r) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  if (cpus.size() < 2) return;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpus[static_cast<size_t>(r) % cpus.size()], &one);
+  sched_setaffinity(0, sizeof one, &one);
+}
+
 int main(int argc, char** argv) {
   sweep_opts o;
   const int prc = sweep_parse_args(argc, argv, &o, 1);
@@ -161,6 +179,7 @@ int main(int argc, char** argv) {
       break;
     }
     if (pid == 0) {
+      bindRoundRobin(r);
       const int rc = runRank(o, storeDir, r);
       std::fflush(stdout);
       std::fflush(stderr);

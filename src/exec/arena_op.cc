@@ -110,7 +110,14 @@ bool ArenaOp::hasC() const {
 
 uint64_t ArenaOp::target() const {
   const uint64_t g = base_ + round_;
-  return stage_ == 1 ? 2 * g + 1 : stage_ == 2 ? 2 * g + 2 : 0;
+  if (stage_ == 0) return g > 1 ? 2 * g - 1 : 0;
+  return stage_ == 1 ? 2 * g + 1 : 2 * g + 2;
+}
+
+bool ArenaOp::waitsInB() const {
+  // A broadcast root reads nothing in B: it stages and goes on (so back-to-
+  // back broadcasts pipeline, as eager ones do elsewhere).
+  return !(args_.type == CollType::Broadcast && me_ == args_.root);
 }
 
 void ArenaOp::part(size_t len, int p, size_t* off, size_t* plen) const {
@@ -160,7 +167,7 @@ void ArenaOp::phaseA(size_t j, int par) {
 Status ArenaOp::phaseB(size_t j, int par) {
   const size_t lo = j * step_, len = std::min(step_, total_ - lo);
   const size_t e = args_.eltSize;
-  if (j == 0) {
+  if (j == 0 && waitsInB()) {
     const uint64_t w0 = descWord0(args_, dt_), w1 = args_.count;
     for (int p = 0; p < n_; ++p) {
       const uint64_t* d = arena_->desc(p, par);
@@ -260,13 +267,18 @@ bool ArenaOp::progress(Status* st, bool* moved) {
     const uint64_t g = base_ + round_;
     const int par = static_cast<int>(g & 1);
     if (stage_ == 0) {
+      // My staging buffer of this parity was last read in round g-2; every
+      // rank is past that once it published A(g-1). Ranks that waited in
+      // B(g-1) know that already; a broadcast root, which does not wait,
+      // runs at most one round ahead here.
+      if (g > 1 && !arena_->reached(2 * g - 1, nullptr)) return false;
       phaseA(round_, par);
       arena_->publish(2 * g + 1);
       stage_ = 1;
       *moved = true;
     }
     if (stage_ == 1) {
-      if (!arena_->reached(2 * g + 1, nullptr)) return false;
+      if (waitsInB() && !arena_->reached(2 * g + 1, nullptr)) return false;
       Status bs = phaseB(round_, par);
       if (bs.isError()) {
         *st = bs;

@@ -33,7 +33,9 @@
 //   barrier: one round without data.
 // In round 0's A each rank also writes a descriptor of its collective
 // (type, datatype, op, root, count); B compares them, so ranks that called
-// different collectives get WEFT_ERR_INVALID_USAGE naming both calls.
+// different collectives get WEFT_ERR_INVALID_USAGE naming both calls. (A
+// broadcast root does not wait in B, so it does not compare: the others
+// report the mismatch, and the root's next collective then times out.)
 #pragma once
 
 #include <atomic>
@@ -70,6 +72,7 @@ class ArenaOp : public OpRunner {
   void phaseC(size_t j, int par);
   bool hasC() const;  // this rank runs a C phase
   bool anyC() const;  // some rank does (so B's flag is published)
+  bool waitsInB() const;
   // The flag every rank must reach before the current stage.
   uint64_t target() const;
   // Byte range [*off, *off + *len) of part p of a round of `len` bytes.

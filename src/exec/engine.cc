@@ -45,7 +45,8 @@ Engine::Engine(int rank, int nranks, const Config& cfg, std::vector<Endpoint*> e
   int local = 0;
   for (const PeerInfo& p : peers_)
     if (p.hostHash == peers_[rank_].hostHash) ++local;
-  long spinUs = cfg_.spinUs >= 0 ? cfg_.spinUs : (local > usableCpus() ? 0 : 100);
+  oversubscribed_ = local > usableCpus();
+  long spinUs = cfg_.spinUs >= 0 ? cfg_.spinUs : (oversubscribed_ ? 0 : 100);
   spinNs_ = static_cast<uint64_t>(spinUs) * 1000;
   curSpinNs_ = spinNs_;
 }
@@ -321,19 +322,28 @@ void Engine::checkStalled() {
 void Engine::idleWait(int idleRounds, int maxUs) {
   const uint64_t now = nowNs();
   if (idleRounds <= 1) {
-    // A new idle period: the last one ended while spinning, so spin longer.
-    if (!sleptThisIdle_) curSpinNs_ = std::min(spinNs_, curSpinNs_ * 2 + 1000);
+    // A new idle period. The last one lasted about lastIdleNs_ - idleSince:
+    // shorter than the longest spin, the peer was running and a spin twice
+    // that long would have caught it; longer, it was not (other load, or
+    // sharing this core): spin less, give the core away sooner.
+    if (idleSinceNs_) {
+      const uint64_t waited = lastIdleNs_ - idleSinceNs_;
+      if (waited < spinNs_)
+        curSpinNs_ = std::min(spinNs_, std::max(curSpinNs_ * 2, 2 * waited + 1000));
+      else
+        curSpinNs_ = std::max<uint64_t>(spinNs_ ? 1000 : 0, curSpinNs_ / 4);
+    }
     idleSinceNs_ = now;
-    sleptThisIdle_ = false;
   }
+  lastIdleNs_ = now;
   if (now - idleSinceNs_ < curSpinNs_) {
     cpuRelax();
     return;
   }
-  if (!sleptThisIdle_) {
-    // The spin timed out: the peer was not running. Spin less next time.
-    sleptThisIdle_ = true;
-    curSpinNs_ = std::max<uint64_t>(1000, curSpinNs_ / 4);
+  if (oversubscribed_ && now - idleSinceNs_ < curSpinNs_ + 50000) {
+    // Ranks share cores: hand ours to a sibling before sleeping.
+    sched_yield();
+    return;
   }
   if (pollFds_.empty()) {
     for (Transport* t : transports_)

@@ -75,7 +75,8 @@ class Engine {
   uint32_t gen_ = 0;
   uint64_t spinNs_ = 0;     // longest spin (WEFT_SPIN_US)
   uint64_t curSpinNs_ = 0;  // adapted as in shm/arena.h
-  bool sleptThisIdle_ = false;
+  uint64_t lastIdleNs_ = 0;
+  bool oversubscribed_ = false;  // more ranks on this host than cores
   uint64_t idleSinceNs_ = 0;
   bool doorbells_ = false;  // a transport can wake this rank from sleep()
   std::vector<uint32_t> sendGen_, recvGen_;

@@ -47,6 +47,17 @@ Arena::Arena(int rank, int nranks, std::vector<Segment*> blocks, std::vector<Pid
   curSpinNs_ = spinNs_;
 }
 
+void Arena::adaptSpin(uint64_t waitedNs) {
+  // A wait that ended within the longest spin: the peer was running, and
+  // spinning about twice that long would have caught it. A longer one: the
+  // peer was not running (sharing this core, or descheduled): spin less,
+  // so that this rank gives the core away sooner.
+  if (waitedNs < spinNs_)
+    curSpinNs_ = std::min(spinNs_, std::max(curSpinNs_ * 2, 2 * waitedNs + 1000));
+  else
+    curSpinNs_ = std::max<uint64_t>(spinNs_ ? 1000 : 0, curSpinNs_ / 4);
+}
+
 void Arena::publish(uint64_t flag) {
   hdr_[rank_]->flag.store(flag, std::memory_order_release);
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -97,15 +108,11 @@ Status Arena::wait(uint64_t v, double timeoutS, const std::function<std::string(
   for (int i = 0; now - start < curSpinNs_; ++i) {
     cpuRelax();
     if (hdr_[lag]->flag.load(std::memory_order_acquire) >= v && reached(v, &lag)) {
-      curSpinNs_ = std::min(spinNs_, curSpinNs_ * 2 + 1000);
+      adaptSpin(nowNs() - start);
       return Status::ok();
     }
     if ((i & 63) == 63) now = nowNs();
   }
-  // The rank waited for did not answer within the spin: it is probably not
-  // running (sharing this core, or descheduled). Spin less next time, so
-  // that this rank gives the core away sooner.
-  curSpinNs_ = std::max<uint64_t>(1000, curSpinNs_ / 4);
   uint64_t nextCheck = now + 1000000000ull;
   const uint64_t end = start + static_cast<uint64_t>(timeoutS * 1e9);
   // Ranks sharing cores: hand the core to a sibling for a while (cheaper
@@ -114,8 +121,12 @@ Status Arena::wait(uint64_t v, double timeoutS, const std::function<std::string(
   for (;;) {
     if (now < yieldUntil) {
       sched_yield();
-      if (reached(v, &lag)) return Status::ok();
+      if (reached(v, &lag)) {
+        adaptSpin(nowNs() - start);
+        return Status::ok();
+      }
     } else if (sleepOnBell(1000, [&] { return reached(v, &lag); })) {
+      adaptSpin(nowNs() - start);
       return Status::ok();
     }
     if (cancel && cancel->load(std::memory_order_relaxed))

@@ -99,6 +99,7 @@ class Arena {
 
  private:
   bool sleepOnBell(int maxUs, const std::function<bool()>& ready);
+  void adaptSpin(uint64_t waitedNs);
 
   int rank_, nranks_;
   size_t chunk_;
