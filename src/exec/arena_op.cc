@@ -90,11 +90,19 @@ ArenaOp::ArenaOp(shm::Arena* arena, const CollArgs& args, weft_datatype_t dt, co
                               ? blk * static_cast<size_t>(n_)
                               : blk;
   streamOut_ = outBytes >= kStreamOutputBytes;
+  // A message this small rides in the flag's cache line.
+  inline_ = blk <= shm::Arena::kInlineBytes &&
+            ((args.type == CollType::AllReduce && oneShot_) || args.type == CollType::Broadcast ||
+             args.type == CollType::AllGather);
   if (args.type == CollType::Barrier)
     rounds_ = 1;
   else
     rounds_ = total_ == 0 || step_ == 0 ? 0 : (total_ + step_ - 1) / step_;
   base_ = arena->reserveRounds(rounds_);
+}
+
+char* ArenaOp::stage(int p, int par) const {
+  return inline_ ? reinterpret_cast<char*>(arena_->inlineData(p, par)) : arena_->buf(p, par);
 }
 
 std::string ArenaOp::describe() const { return describeOp(args_, dt_, seq_); }
@@ -132,7 +140,7 @@ void ArenaOp::part(size_t len, int p, size_t* off, size_t* plen) const {
 
 void ArenaOp::phaseA(size_t j, int par) {
   const size_t lo = j * step_, len = std::min(step_, total_ - lo);
-  char* mine = arena_->buf(me_, par);
+  char* mine = stage(me_, par);
   if (j == 0) arena_->setDesc(par, descWord0(args_, dt_), args_.count);
   switch (args_.type) {
     case CollType::AllReduce:
@@ -188,7 +196,7 @@ Status ArenaOp::phaseB(size_t j, int par) {
     case CollType::AllReduce:
     case CollType::Reduce: {
       if (oneShot_) {
-        for (int p = 0; p < n_; ++p) srcs[p] = arena_->buf(p, par);
+        for (int p = 0; p < n_; ++p) srcs[p] = stage(p, par);
         uint8_t* dst = recv_ ? recv_ + lo : nullptr;
         if (!dst) break;  // reduce is never one-shot; keep it safe anyway
         reduceHostN(dst, srcs, n_, len / e, dt_, args_.op);
@@ -199,7 +207,7 @@ Status ArenaOp::phaseB(size_t j, int par) {
       part(len, me_, &off, &pl);
       if (!pl) break;
       for (int p = 0; p < n_; ++p)
-        srcs[p] = p == me_ ? static_cast<const void*>(send_ + lo + off) : arena_->buf(p, par) + off;
+        srcs[p] = p == me_ ? static_cast<const void*>(send_ + lo + off) : stage(p, par) + off;
       char* res = arena_->buf(me_, 2 + par) + off;
       reduceHostN(res, srcs, n_, pl / e, dt_, args_.op);
       if (args_.op == WEFT_AVG) divideByCount(res, pl / e, dt_, n_);
@@ -207,19 +215,19 @@ Status ArenaOp::phaseB(size_t j, int par) {
       break;
     }
     case CollType::Broadcast:
-      if (me_ != args_.root) output(recv_ + lo, arena_->buf(args_.root, par), len);
+      if (me_ != args_.root) output(recv_ + lo, stage(args_.root, par), len);
       break;
     case CollType::AllGather:
       for (int p = 0; p < n_; ++p) {
         uint8_t* dst = recv_ + p * total_ + lo;
-        output(dst, p == me_ ? send_ + lo : reinterpret_cast<const uint8_t*>(arena_->buf(p, par)),
+        output(dst, p == me_ ? send_ + lo : reinterpret_cast<const uint8_t*>(stage(p, par)),
                len);
       }
       break;
     case CollType::ReduceScatter: {
       for (int p = 0; p < n_; ++p)
         srcs[p] = p == me_ ? static_cast<const void*>(send_ + me_ * total_ + lo)
-                           : arena_->buf(p, par) + me_ * step_;
+                           : stage(p, par) + me_ * step_;
       // In place, recv is my block of send: write it directly only where
       // the kernel allows (dst == srcs[0]).
       const bool direct = !args_.inPlace || me_ == 0;
@@ -236,7 +244,7 @@ Status ArenaOp::phaseB(size_t j, int par) {
         if (p == me_)
           output(dst, send_ + p * total_ + lo, len);
         else
-          output(dst, arena_->buf(p, par) + me_ * step_, len);
+          output(dst, stage(p, par) + me_ * step_, len);
       }
       break;
     default: break;

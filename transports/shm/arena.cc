@@ -59,7 +59,7 @@ void Arena::adaptSpin(uint64_t waitedNs) {
 }
 
 void Arena::publish(uint64_t flag) {
-  hdr_[rank_]->flag.store(flag, std::memory_order_release);
+  hdr_[rank_]->lines[lineOf(flag)].seq.store(flag, std::memory_order_release);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   for (int r = 0; r < nranks_; ++r)
     if (r != rank_ && hdr_[r]->sleeping.load(std::memory_order_relaxed)) wakeIfSleeping(r);
@@ -73,9 +73,10 @@ void Arena::wakeIfSleeping(int r) {
 }
 
 bool Arena::reached(uint64_t v, int* lagging) const {
+  const int li = lineOf(v);
   for (int r = 0; r < nranks_; ++r) {
-    uint64_t f = hdr_[r]->flag.load(std::memory_order_acquire);
-    seen_[r] = f;
+    uint64_t f = hdr_[r]->lines[li].seq.load(std::memory_order_acquire);
+    if (f > seen_[r]) seen_[r] = f;
     if (f < v) {
       if (lagging) *lagging = r;
       return false;
@@ -107,7 +108,7 @@ Status Arena::wait(uint64_t v, double timeoutS, const std::function<std::string(
   uint64_t now = start;
   for (int i = 0; now - start < curSpinNs_; ++i) {
     cpuRelax();
-    if (hdr_[lag]->flag.load(std::memory_order_acquire) >= v && reached(v, &lag)) {
+    if (seqOf(lag, v) >= v && reached(v, &lag)) {
       adaptSpin(nowNs() - start);
       return Status::ok();
     }
@@ -136,7 +137,7 @@ Status Arena::wait(uint64_t v, double timeoutS, const std::function<std::string(
     nextCheck = now + 1000000000ull;
     std::string behind;
     for (int r = 0; r < nranks_; ++r) {
-      if (hdr_[r]->flag.load(std::memory_order_acquire) >= v) continue;
+      if (seqOf(r, v) >= v) continue;
       if (exited(r))
         return Status(WEFT_ERR_REMOTE, strFormat("rank %d: %s: %s exited", rank_, what().c_str(),
                                                  describe_[r].c_str()));
@@ -153,7 +154,9 @@ Status Arena::wait(uint64_t v, double timeoutS, const std::function<std::string(
 void Arena::sleep(int maxUs, const std::function<bool()>& news) {
   sleepOnBell(maxUs, [&] {
     for (int r = 0; r < nranks_; ++r)
-      if (hdr_[r]->flag.load(std::memory_order_acquire) != seen_[r]) return true;
+      if (std::max(hdr_[r]->lines[0].seq.load(std::memory_order_acquire),
+                   hdr_[r]->lines[1].seq.load(std::memory_order_acquire)) > seen_[r])
+        return true;
     return news && news();
   });
 }

@@ -7,10 +7,12 @@
 // one copy out per byte, with the reduction fused into reading, and a few
 // cache-line transfers of synchronization per round.
 //
-// Flags: a rank's flag counts the phases it has finished. Every rank runs the
-// same phase sequence (the communicator's collectives in call order), so
-// "rank p has finished phase k" is flag[p] >= k: there are no per-op
-// handshakes and no resets.
+// Flags: a rank publishes the phases it finishes, numbered in one sequence.
+// Every rank runs the same phase sequence (the communicator's collectives in
+// call order), so "rank p has finished phase k" is a comparison: there are
+// no per-op handshakes and no resets. The flag lives in one of two cache
+// lines (by round parity) with the round's descriptor and, for messages of
+// a few dozen bytes, the data itself: one cache-line transfer per peer.
 //
 // Waiting: a waiting rank spins (pause) for a while, then sleeps on its own
 // futex bell; publishing a flag wakes the ranks that sleep (Dekker: the
@@ -61,12 +63,16 @@ class Arena {
   }
 
   // Rank r's descriptor words for rounds of parity `par` (2 words each).
-  const uint64_t* desc(int r, int par) const { return hdr_[r]->desc + 2 * par; }
+  const uint64_t* desc(int r, int par) const { return hdr_[r]->lines[par].desc; }
   // Writes this rank's descriptor for parity `par` (before publishing).
   void setDesc(int par, uint64_t w0, uint64_t w1) {
-    hdr_[rank_]->desc[2 * par] = w0;
-    hdr_[rank_]->desc[2 * par + 1] = w1;
+    hdr_[rank_]->lines[par].desc[0] = w0;
+    hdr_[rank_]->lines[par].desc[1] = w1;
   }
+  // Up to kInlineBytes of data in rank r's flag line of parity `par`: a
+  // peer reads flag, descriptor and data with one cache-line transfer.
+  static constexpr size_t kInlineBytes = sizeof(FifoHeader::ArenaLine::data);
+  unsigned char* inlineData(int r, int par) const { return hdr_[r]->lines[par].data; }
   // Publishes this rank's flag (release) and wakes ranks that sleep.
   void publish(uint64_t flag);
   // True when every rank's flag is >= v; else *lagging is a rank behind.
@@ -74,7 +80,7 @@ class Arena {
   // Appends the ranks whose flag is below v.
   void behind(uint64_t v, std::vector<int>* ranks) const {
     for (int r = 0; r < nranks_; ++r)
-      if (hdr_[r]->flag.load(std::memory_order_acquire) < v) ranks->push_back(r);
+      if (seqOf(r, v) < v) ranks->push_back(r);
   }
   // Waits until reached(v): spins, then sleeps. Fails when a rank behind
   // has exited (WEFT_ERR_REMOTE) or after timeoutS (WEFT_ERR_TIMEOUT), naming
@@ -99,6 +105,12 @@ class Arena {
 
  private:
   bool sleepOnBell(int maxUs, const std::function<bool()>& ready);
+  // Phase v of round g (v = 2g+1 or 2g+2) is published in line g % 2, where
+  // values only grow; rank r has passed v iff that line's seq >= v.
+  static int lineOf(uint64_t v) { return static_cast<int>(((v - 1) >> 1) & 1); }
+  uint64_t seqOf(int r, uint64_t v) const {
+    return hdr_[r]->lines[lineOf(v)].seq.load(std::memory_order_acquire);
+  }
   void adaptSpin(uint64_t waitedNs);
 
   int rank_, nranks_;
@@ -111,7 +123,7 @@ class Arena {
   uint64_t spinNs_;     // longest spin before sleeping (WEFT_SPIN_US)
   uint64_t curSpinNs_;  // adapted: shrinks when spins time out, grows back
   bool oversubscribed_;
-  mutable std::vector<uint64_t> seen_;  // flags as reached() last read them
+  mutable std::vector<uint64_t> seen_;  // highest seq reached() has read per rank
 };
 
 }  // namespace shm

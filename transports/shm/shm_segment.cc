@@ -88,7 +88,7 @@ Status Segment::create(const std::string& name, int src, int dst, uint32_t slots
   h->broken.store(0, std::memory_order_relaxed);
   h->head.store(0, std::memory_order_relaxed);
   h->tail.store(0, std::memory_order_relaxed);
-  h->flag.store(0, std::memory_order_relaxed);
+  for (auto& l : h->lines) l.seq.store(0, std::memory_order_relaxed);
   h->bell.store(0, std::memory_order_relaxed);
   h->sleeping.store(0, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);

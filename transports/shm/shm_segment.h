@@ -48,10 +48,16 @@ struct alignas(kCacheLine) FifoHeader {
   std::atomic<uint32_t> broken;    // set by the receiver on a protocol error
   alignas(kCacheLine) std::atomic<uint64_t> head;  // slots published (sender writes)
   alignas(kCacheLine) std::atomic<uint64_t> tail;  // slots consumed (receiver writes)
-  // Rank blocks only (arena.h). `flag` counts the arena phases the creator
-  // finished; `desc` describes its current collective (written before flag).
-  alignas(kCacheLine) std::atomic<uint64_t> flag;
-  uint64_t desc[4];
+  // Rank blocks only (arena.h): one line per round parity. `seq` is the
+  // last arena phase the creator finished in a round of that parity; `desc`
+  // describes its collective and `data` carries a message small enough to
+  // travel in the same cache line (both written before seq).
+  struct alignas(kCacheLine) ArenaLine {
+    std::atomic<uint64_t> seq;
+    uint64_t desc[2];
+    unsigned char data[kCacheLine - 24];
+  };
+  ArenaLine lines[2];
   // The creator sleeps on `bell` (a futex word) after setting `sleeping`;
   // whoever publishes something it may wait for bumps bell and wakes it.
   alignas(kCacheLine) std::atomic<uint32_t> bell;
