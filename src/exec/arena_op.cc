@@ -90,10 +90,6 @@ ArenaOp::ArenaOp(shm::Arena* arena, const CollArgs& args, weft_datatype_t dt, co
                               ? blk * static_cast<size_t>(n_)
                               : blk;
   streamOut_ = outBytes >= kStreamOutputBytes;
-  // A message this small rides in the flag's cache line.
-  inline_ = blk <= shm::Arena::kInlineBytes &&
-            ((args.type == CollType::AllReduce && oneShot_) || args.type == CollType::Broadcast ||
-             args.type == CollType::AllGather);
   if (args.type == CollType::Barrier)
     rounds_ = 1;
   else
@@ -101,9 +97,7 @@ ArenaOp::ArenaOp(shm::Arena* arena, const CollArgs& args, weft_datatype_t dt, co
   base_ = arena->reserveRounds(rounds_);
 }
 
-char* ArenaOp::stage(int p, int par) const {
-  return inline_ ? reinterpret_cast<char*>(arena_->inlineData(p, par)) : arena_->buf(p, par);
-}
+char* ArenaOp::stage(int p, int par) const { return arena_->buf(p, par); }
 
 std::string ArenaOp::describe() const { return describeOp(args_, dt_, seq_); }
 

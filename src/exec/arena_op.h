@@ -78,8 +78,7 @@ class ArenaOp : public OpRunner {
   // Byte range [*off, *off + *len) of part p of a round of `len` bytes.
   void part(size_t len, int p, size_t* off, size_t* plen) const;
   std::string describe() const;
-  // Rank p's staging area for this round: the flag line's inline bytes for
-  // tiny messages, else its staging buffer of parity `par`.
+  // Rank p's staging buffer of parity `par`.
   char* stage(int p, int par) const;
   // Copies into the user's output buffer (streaming stores when large).
   void output(void* dst, const void* src, size_t n) const;
@@ -93,7 +92,6 @@ class ArenaOp : public OpRunner {
   int me_, n_;
   bool oneShot_ = false;
   bool streamOut_ = false;  // outputs written with non-temporal stores
-  bool inline_ = false;     // staged in the flag line (shm::Arena::kInlineBytes)
   size_t total_ = 0;  // bytes the rounds cover
   size_t step_ = 0;   // bytes per round
   size_t rounds_ = 0;

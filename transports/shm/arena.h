@@ -11,8 +11,7 @@
 // Every rank runs the same phase sequence (the communicator's collectives in
 // call order), so "rank p has finished phase k" is a comparison: there are
 // no per-op handshakes and no resets. The flag lives in one of two cache
-// lines (by round parity) with the round's descriptor and, for messages of
-// a few dozen bytes, the data itself: one cache-line transfer per peer.
+// lines (by round parity), with the round's descriptor.
 //
 // Waiting: a waiting rank spins (pause) for a while, then sleeps on its own
 // futex bell; publishing a flag wakes the ranks that sleep (Dekker: the
@@ -69,10 +68,7 @@ class Arena {
     hdr_[rank_]->lines[par].desc[0] = w0;
     hdr_[rank_]->lines[par].desc[1] = w1;
   }
-  // Up to kInlineBytes of data in rank r's flag line of parity `par`: a
-  // peer reads flag, descriptor and data with one cache-line transfer.
-  static constexpr size_t kInlineBytes = sizeof(FifoHeader::ArenaLine::data);
-  unsigned char* inlineData(int r, int par) const { return hdr_[r]->lines[par].data; }
+
   // Publishes this rank's flag (release) and wakes ranks that sleep.
   void publish(uint64_t flag);
   // True when every rank's flag is >= v; else *lagging is a rank behind.

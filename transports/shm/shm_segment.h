@@ -50,12 +50,10 @@ struct alignas(kCacheLine) FifoHeader {
   alignas(kCacheLine) std::atomic<uint64_t> tail;  // slots consumed (receiver writes)
   // Rank blocks only (arena.h): one line per round parity. `seq` is the
   // last arena phase the creator finished in a round of that parity; `desc`
-  // describes its collective and `data` carries a message small enough to
-  // travel in the same cache line (both written before seq).
+  // describes its collective (written before seq).
   struct alignas(kCacheLine) ArenaLine {
     std::atomic<uint64_t> seq;
     uint64_t desc[2];
-    unsigned char data[kCacheLine - 24];
   };
   ArenaLine lines[2];
   // The creator sleeps on `bell` (a futex word) after setting `sleeping`;
