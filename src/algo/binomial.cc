@@ -32,16 +32,6 @@ namespace {
 
 constexpr uint32_t kNone = Schedule::kNoStep;
 
-Step reduceStep(BufRef a, BufRef b, BufRef dst, size_t bytes) {
-  Step s;
-  s.kind = StepKind::Reduce;
-  s.a = a;
-  s.b = b;
-  s.dst = dst;
-  s.bytes = bytes;
-  return s;
-}
-
 // Parent (rank, -1 at the root) and children (ranks, smallest subtree first)
 // of `rank` in the binomial tree of n ranks rooted at `root`.
 struct BinomialNode {

@@ -27,22 +27,6 @@
 namespace weft {
 namespace {
 
-// The steps that wrote consecutive chunks of a byte range of recvbuf.
-struct Span {
-  size_t lo, hi, chunk;
-  std::vector<uint32_t> steps;  // one per chunk
-};
-
-// Makes the last step added wait for every logged write overlapping [x, y).
-void waitForWrites(const std::vector<Span>& log, size_t x, size_t y, Schedule* s) {
-  const uint32_t last = static_cast<uint32_t>(s->steps.size() - 1);
-  for (const Span& sp : log) {
-    if (y <= sp.lo || x >= sp.hi) continue;
-    const size_t a = std::max(x, sp.lo) - sp.lo, b = std::min(y, sp.hi) - sp.lo;
-    for (size_t j = a / sp.chunk; j <= (b - 1) / sp.chunk; ++j) s->addDep(last, sp.steps[j]);
-  }
-}
-
 // Recvbuf byte ranges of the blocks first, first+1, ..., first+c-1 (mod n):
 // one range, or two where they run past the end.
 struct Ranges {

@@ -35,16 +35,6 @@ namespace {
 
 constexpr uint32_t kNone = Schedule::kNoStep;
 
-Step reduceStep(BufRef a, BufRef b, BufRef dst, size_t bytes) {
-  Step s;
-  s.kind = StepKind::Reduce;
-  s.a = a;
-  s.b = b;
-  s.dst = dst;
-  s.bytes = bytes;
-  return s;
-}
-
 // Receive slots and, in place, accumulator chunks in scratch.
 struct Slots {
   int count = 1;

@@ -36,16 +36,6 @@ namespace {
 
 constexpr uint32_t kNone = Schedule::kNoStep;
 
-Step reduceStep(BufRef a, BufRef b, BufRef dst, size_t bytes) {
-  Step s;
-  s.kind = StepKind::Reduce;
-  s.a = a;
-  s.b = b;
-  s.dst = dst;
-  s.bytes = bytes;
-  return s;
-}
-
 }  // namespace
 
 void buildDoubleBinaryTreeAllReduce(const CollArgs& a, const BuildParams& p, Schedule* s) {

@@ -38,32 +38,6 @@ namespace {
 
 constexpr uint32_t kNone = Schedule::kNoStep;
 
-Step reduceStep(BufRef a, BufRef b, BufRef dst, size_t bytes) {
-  Step s;
-  s.kind = StepKind::Reduce;
-  s.a = a;
-  s.b = b;
-  s.dst = dst;
-  s.bytes = bytes;
-  return s;
-}
-
-// The steps that touched consecutive chunks of a byte range.
-struct Span {
-  size_t lo, hi, chunk;
-  std::vector<uint32_t> steps;  // one per chunk
-};
-
-// The last step added waits for every logged step overlapping [x, y).
-void waitFor(const std::vector<Span>& log, size_t x, size_t y, Schedule* s) {
-  const uint32_t last = static_cast<uint32_t>(s->steps.size() - 1);
-  for (const Span& sp : log) {
-    if (y <= sp.lo || x >= sp.hi) continue;
-    const size_t a = std::max(x, sp.lo) - sp.lo, b = std::min(y, sp.hi) - sp.lo;
-    for (size_t j = a / sp.chunk; j <= (b - 1) / sp.chunk; ++j) s->addDep(last, sp.steps[j]);
-  }
-}
-
 // One rank's halving-doubling schedule. Byte offsets x are positions in the
 // full vector (the input's layout): the input of x is sendAt(x), its partial
 // sum once written is at(x) (recvbuf for allreduce, a scratch window for
@@ -119,7 +93,7 @@ class Builder {
     for (size_t j = 0; j < ch.count(); ++j) {
       const size_t x = r_ * blk + ch.off(j);
       s_->add(copyStep(at(x), recvAt(ch.off(j)), ch.len(j)));
-      waitFor(writes_, x, x + ch.len(j), s_);
+      waitForWrites(writes_, x, x + ch.len(j), s_);
     }
   }
 
@@ -152,7 +126,7 @@ class Builder {
     for (size_t j = 0; j < back.count(); ++j) {
       s_->add(recvStep(r_ + 1, recvAt(back.off(j)), back.len(j)));
       const size_t x = recvInInput + back.off(j);
-      if (a_.inPlace) waitFor(sent, x, x + back.len(j), s_);
+      if (a_.inPlace) waitForWrites(sent, x, x + back.len(j), s_);
     }
   }
 
@@ -182,13 +156,13 @@ class Builder {
 
   uint32_t sendChunk(int peer, size_t off, size_t len) {
     const uint32_t i = s_->add(sendStep(peer, inAcc_ ? at(off) : sendAt(off), len));
-    if (inAcc_) waitFor(writes_, off, off + len, s_);
+    if (inAcc_) waitForWrites(writes_, off, off + len, s_);
     return i;
   }
 
   uint32_t recvChunk(int peer, size_t off, size_t len) {
     const uint32_t i = s_->add(recvStep(peer, at(off), len));
-    waitFor(reads_, off, off + len, s_);
+    waitForWrites(reads_, off, off + len, s_);
     return i;
   }
 
@@ -200,8 +174,8 @@ class Builder {
     const BufRef mine = inAcc_ ? at(off) : sendAt(off);
     const uint32_t red = s_->add(
         reduceStep(peerIsLower ? tmp : mine, peerIsLower ? mine : tmp, at(off), len), {got});
-    if (inAcc_) waitFor(writes_, off, off + len, s_);
-    waitFor(reads_, off, off + len, s_);
+    if (inAcc_) waitForWrites(writes_, off, off + len, s_);
+    waitForWrites(reads_, off, off + len, s_);
     slotUser_[slot] = red;
     return red;
   }
@@ -231,7 +205,7 @@ class Builder {
     for (size_t j = 0; j < ch.count(); ++j) {
       const size_t off = x + ch.off(j), len = ch.len(j);
       sp.steps.push_back(s_->add(divideStep(at(off), len)));
-      waitFor(writes_, off, off + len, s_);
+      waitForWrites(writes_, off, off + len, s_);
     }
     writes_.push_back(std::move(sp));
   }

@@ -36,16 +36,6 @@ namespace {
 
 constexpr uint32_t kNone = Schedule::kNoStep;
 
-Step reduceStep(BufRef a, BufRef b, BufRef dst, size_t bytes) {
-  Step s;
-  s.kind = StepKind::Reduce;
-  s.a = a;
-  s.b = b;
-  s.dst = dst;
-  s.bytes = bytes;
-  return s;
-}
-
 // The power-of-two core of n ranks and the ranks folded into it.
 struct Fold {
   int p2 = 1, extra = 0;  // core size 2^k <= n, and n - 2^k
@@ -62,23 +52,6 @@ struct Fold {
   // First rank (block) that core index v stands for; firstRank(p2) = n.
   int firstRank(int v) const { return v < extra ? 2 * v : v + extra; }
 };
-
-// The steps that wrote consecutive chunks of a byte range of the receive
-// buffer, so a later send of any sub-range can wait for exactly those.
-struct Span {
-  size_t lo, hi, chunk;
-  std::vector<uint32_t> steps;  // one per chunk
-};
-
-// Makes the last step added wait for every logged write overlapping [x, y).
-void waitForWrites(const std::vector<Span>& log, size_t x, size_t y, Schedule* s) {
-  const uint32_t last = static_cast<uint32_t>(s->steps.size() - 1);
-  for (const Span& sp : log) {
-    if (y <= sp.lo || x >= sp.hi) continue;
-    const size_t a = std::max(x, sp.lo) - sp.lo, b = std::min(y, sp.hi) - sp.lo;
-    for (size_t j = a / sp.chunk; j <= (b - 1) / sp.chunk; ++j) s->addDep(last, sp.steps[j]);
-  }
-}
 
 // One exchange with `peer` over recvbuf: send bytes [sx, sy), each chunk
 // after the writes it reads, and receive bytes [rx, ry), logging the writes.

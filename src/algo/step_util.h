@@ -2,6 +2,9 @@
 // algorithm ("send chunk to next", "receive into ...").
 #pragma once
 
+#include <algorithm>
+#include <vector>
+
 #include "algo/schedule.h"
 
 namespace weft {
@@ -33,6 +36,16 @@ inline Step recvReduceStep(int peer, BufRef own, BufRef tmp, BufRef dst, size_t 
   s.bytes = bytes;
   return s;
 }
+// dst = a op b (local).
+inline Step reduceStep(BufRef a, BufRef b, BufRef dst, size_t bytes) {
+  Step s;
+  s.kind = StepKind::Reduce;
+  s.a = a;
+  s.b = b;
+  s.dst = dst;
+  s.bytes = bytes;
+  return s;
+}
 inline Step copyStep(BufRef src, BufRef dst, size_t bytes) {
   Step s;
   s.kind = StepKind::Copy;
@@ -48,6 +61,23 @@ inline Step divideStep(BufRef dst, size_t bytes) {
   s.bytes = bytes;
   return s;
 }
+// The steps that wrote (or read) consecutive chunks of a byte range
+// [lo, hi) of a buffer, so that a later step on any sub-range can wait for
+// exactly those.
+struct Span {
+  size_t lo, hi, chunk;
+  std::vector<uint32_t> steps;  // one per chunk
+};
+// Makes the last step added wait for every logged step overlapping [x, y).
+inline void waitForWrites(const std::vector<Span>& log, size_t x, size_t y, Schedule* s) {
+  const uint32_t last = static_cast<uint32_t>(s->steps.size() - 1);
+  for (const Span& sp : log) {
+    if (y <= sp.lo || x >= sp.hi) continue;
+    const size_t a = std::max(x, sp.lo) - sp.lo, b = std::min(y, sp.hi) - sp.lo;
+    for (size_t j = a / sp.chunk; j <= (b - 1) / sp.chunk; ++j) s->addDep(last, sp.steps[j]);
+  }
+}
+
 inline BufRef sendAt(size_t off) { return BufRef{BufId::Send, off}; }
 inline BufRef recvAt(size_t off) { return BufRef{BufId::Recv, off}; }
 inline BufRef scratchAt(size_t off) { return BufRef{BufId::Scratch, off}; }
