@@ -70,7 +70,6 @@ Status Comm::init(const weft_unique_id_t& id) {
       if (transportNames_[p] == t->name()) owners[p] = t.get();
   }
   engine_.reset(new Engine(rank_, nranks_, cfg_, eps, owners, all, peers_));
-  chunkBytes_ = cfg_.chunkBytes ? cfg_.chunkBytes : (1u << 20);
   setUpSelection();
   // Everyone connected before anyone sends.
   WEFT_RETURN_IF_ERROR(boot_->barrier(cfg_.bootstrapTimeoutS));

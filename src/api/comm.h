@@ -92,7 +92,6 @@ class Comm {
   };
   CachedChoice choices_[64];
   uint64_t collSeq_ = 0;
-  size_t chunkBytes_ = 1 << 20;
   std::atomic<bool> closed_{false};
   std::atomic<bool> aborting_{false};  // set by abort() before it takes `mu`
 

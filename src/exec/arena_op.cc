@@ -97,8 +97,6 @@ ArenaOp::ArenaOp(shm::Arena* arena, const CollArgs& args, weft_datatype_t dt, co
   base_ = arena->reserveRounds(rounds_);
 }
 
-char* ArenaOp::stage(int p, int par) const { return arena_->buf(p, par); }
-
 std::string ArenaOp::describe() const { return describeOp(args_, dt_, seq_); }
 
 bool ArenaOp::anyC() const {
@@ -134,7 +132,7 @@ void ArenaOp::part(size_t len, int p, size_t* off, size_t* plen) const {
 
 void ArenaOp::phaseA(size_t j, int par) {
   const size_t lo = j * step_, len = std::min(step_, total_ - lo);
-  char* mine = stage(me_, par);
+  char* mine = arena_->buf(me_, par);
   if (j == 0) arena_->setDesc(par, descWord0(args_, dt_), args_.count);
   switch (args_.type) {
     case CollType::AllReduce:
@@ -190,7 +188,7 @@ Status ArenaOp::phaseB(size_t j, int par) {
     case CollType::AllReduce:
     case CollType::Reduce: {
       if (oneShot_) {
-        for (int p = 0; p < n_; ++p) srcs[p] = stage(p, par);
+        for (int p = 0; p < n_; ++p) srcs[p] = arena_->buf(p, par);
         uint8_t* dst = recv_ ? recv_ + lo : nullptr;
         if (!dst) break;  // reduce is never one-shot; keep it safe anyway
         reduceHostN(dst, srcs, n_, len / e, dt_, args_.op);
@@ -201,7 +199,7 @@ Status ArenaOp::phaseB(size_t j, int par) {
       part(len, me_, &off, &pl);
       if (!pl) break;
       for (int p = 0; p < n_; ++p)
-        srcs[p] = p == me_ ? static_cast<const void*>(send_ + lo + off) : stage(p, par) + off;
+        srcs[p] = p == me_ ? static_cast<const void*>(send_ + lo + off) : arena_->buf(p, par) + off;
       char* res = arena_->buf(me_, 2 + par) + off;
       reduceHostN(res, srcs, n_, pl / e, dt_, args_.op);
       if (args_.op == WEFT_AVG) divideByCount(res, pl / e, dt_, n_);
@@ -209,19 +207,19 @@ Status ArenaOp::phaseB(size_t j, int par) {
       break;
     }
     case CollType::Broadcast:
-      if (me_ != args_.root) output(recv_ + lo, stage(args_.root, par), len);
+      if (me_ != args_.root) output(recv_ + lo, arena_->buf(args_.root, par), len);
       break;
     case CollType::AllGather:
       for (int p = 0; p < n_; ++p) {
         uint8_t* dst = recv_ + p * total_ + lo;
-        output(dst, p == me_ ? send_ + lo : reinterpret_cast<const uint8_t*>(stage(p, par)),
+        output(dst, p == me_ ? send_ + lo : reinterpret_cast<const uint8_t*>(arena_->buf(p, par)),
                len);
       }
       break;
     case CollType::ReduceScatter: {
       for (int p = 0; p < n_; ++p)
         srcs[p] = p == me_ ? static_cast<const void*>(send_ + me_ * total_ + lo)
-                           : stage(p, par) + me_ * step_;
+                           : arena_->buf(p, par) + me_ * step_;
       // In place, recv is my block of send: write it directly only where
       // the kernel allows (dst == srcs[0]).
       const bool direct = !args_.inPlace || me_ == 0;
@@ -238,7 +236,7 @@ Status ArenaOp::phaseB(size_t j, int par) {
         if (p == me_)
           output(dst, send_ + p * total_ + lo, len);
         else
-          output(dst, stage(p, par) + me_ * step_, len);
+          output(dst, arena_->buf(p, par) + me_ * step_, len);
       }
       break;
     default: break;

@@ -78,8 +78,6 @@ class ArenaOp : public OpRunner {
   // Byte range [*off, *off + *len) of part p of a round of `len` bytes.
   void part(size_t len, int p, size_t* off, size_t* plen) const;
   std::string describe() const;
-  // Rank p's staging buffer of parity `par`.
-  char* stage(int p, int par) const;
   // Copies into the user's output buffer (streaming stores when large).
   void output(void* dst, const void* src, size_t n) const;
 

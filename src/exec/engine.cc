@@ -46,9 +46,7 @@ Engine::Engine(int rank, int nranks, const Config& cfg, std::vector<Endpoint*> e
   for (const PeerInfo& p : peers_)
     if (p.hostHash == peers_[rank_].hostHash) ++local;
   oversubscribed_ = local > usableCpus();
-  long spinUs = cfg_.spinUs >= 0 ? cfg_.spinUs : (oversubscribed_ ? 0 : 100);
-  spinNs_ = static_cast<uint64_t>(spinUs) * 1000;
-  curSpinNs_ = spinNs_;
+  spin_.configure(cfg_.spinUs, oversubscribed_);
 }
 
 void Engine::enqueue(std::unique_ptr<Op> op) {
@@ -322,25 +320,16 @@ void Engine::checkStalled() {
 void Engine::idleWait(int idleRounds, int maxUs) {
   const uint64_t now = nowNs();
   if (idleRounds <= 1) {
-    // A new idle period. The last one lasted about lastIdleNs_ - idleSince:
-    // shorter than the longest spin, the peer was running and a spin twice
-    // that long would have caught it; longer, it was not (other load, or
-    // sharing this core): spin less, give the core away sooner.
-    if (idleSinceNs_) {
-      const uint64_t waited = lastIdleNs_ - idleSinceNs_;
-      if (waited < spinNs_)
-        curSpinNs_ = std::min(spinNs_, std::max(curSpinNs_ * 2, 2 * waited + 1000));
-      else
-        curSpinNs_ = std::max<uint64_t>(spinNs_ ? 1000 : 0, curSpinNs_ / 4);
-    }
+    // A new idle period; the last one lasted about lastIdleNs_ - idleSince.
+    if (idleSinceNs_) spin_.afterWait(lastIdleNs_ - idleSinceNs_);
     idleSinceNs_ = now;
   }
   lastIdleNs_ = now;
-  if (now - idleSinceNs_ < curSpinNs_) {
+  if (now - idleSinceNs_ < spin_.ns()) {
     cpuRelax();
     return;
   }
-  if (oversubscribed_ && now - idleSinceNs_ < curSpinNs_ + 50000) {
+  if (oversubscribed_ && now - idleSinceNs_ < spin_.ns() + 50000) {
     // Ranks share cores: hand ours to a sibling before sleeping.
     sched_yield();
     return;

@@ -23,6 +23,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/cpu.h"
 #include "exec/op.h"
 #include "transports/transport.h"
 
@@ -73,8 +74,7 @@ class Engine {
   uint64_t lastProgressNs_ = 0;
   uint64_t lastLivenessNs_ = 0;
   uint32_t gen_ = 0;
-  uint64_t spinNs_ = 0;     // longest spin (WEFT_SPIN_US)
-  uint64_t curSpinNs_ = 0;  // adapted as in shm/arena.h
+  SpinBudget spin_;
   uint64_t lastIdleNs_ = 0;
   bool oversubscribed_ = false;  // more ranks on this host than cores
   uint64_t idleSinceNs_ = 0;

@@ -42,20 +42,7 @@ Arena::Arena(int rank, int nranks, std::vector<Segment*> blocks, std::vector<Pid
   oversubscribed_ = nranks > usableCpus();
   // Auto: spin long when every rank has a core (a sleep/wake pair costs a
   // few microseconds), barely when ranks share cores.
-  if (spinUs < 0) spinUs = oversubscribed_ ? 0 : 100;
-  spinNs_ = static_cast<uint64_t>(spinUs) * 1000;
-  curSpinNs_ = spinNs_;
-}
-
-void Arena::adaptSpin(uint64_t waitedNs) {
-  // A wait that ended within the longest spin: the peer was running, and
-  // spinning about twice that long would have caught it. A longer one: the
-  // peer was not running (sharing this core, or descheduled): spin less,
-  // so that this rank gives the core away sooner.
-  if (waitedNs < spinNs_)
-    curSpinNs_ = std::min(spinNs_, std::max(curSpinNs_ * 2, 2 * waitedNs + 1000));
-  else
-    curSpinNs_ = std::max<uint64_t>(spinNs_ ? 1000 : 0, curSpinNs_ / 4);
+  spin_.configure(spinUs, oversubscribed_);
 }
 
 void Arena::publish(uint64_t flag) {
@@ -106,10 +93,10 @@ Status Arena::wait(uint64_t v, double timeoutS, const std::function<std::string(
   if (reached(v, &lag)) return Status::ok();
   const uint64_t start = nowNs();
   uint64_t now = start;
-  for (int i = 0; now - start < curSpinNs_; ++i) {
+  for (int i = 0; now - start < spin_.ns(); ++i) {
     cpuRelax();
     if (seqOf(lag, v) >= v && reached(v, &lag)) {
-      adaptSpin(nowNs() - start);
+      spin_.afterWait(nowNs() - start);
       return Status::ok();
     }
     if ((i & 63) == 63) now = nowNs();
@@ -123,11 +110,11 @@ Status Arena::wait(uint64_t v, double timeoutS, const std::function<std::string(
     if (now < yieldUntil) {
       sched_yield();
       if (reached(v, &lag)) {
-        adaptSpin(nowNs() - start);
+        spin_.afterWait(nowNs() - start);
         return Status::ok();
       }
     } else if (sleepOnBell(1000, [&] { return reached(v, &lag); })) {
-      adaptSpin(nowNs() - start);
+      spin_.afterWait(nowNs() - start);
       return Status::ok();
     }
     if (cancel && cancel->load(std::memory_order_relaxed))

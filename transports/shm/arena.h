@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu.h"
 #include "core/status.h"
 #include "transports/shm/shm_segment.h"
 
@@ -107,7 +108,6 @@ class Arena {
   uint64_t seqOf(int r, uint64_t v) const {
     return hdr_[r]->lines[lineOf(v)].seq.load(std::memory_order_acquire);
   }
-  void adaptSpin(uint64_t waitedNs);
 
   int rank_, nranks_;
   size_t chunk_;
@@ -116,8 +116,7 @@ class Arena {
   std::vector<PidWatch*> watches_;
   std::vector<std::string> describe_;
   uint64_t nextRound_ = 1;
-  uint64_t spinNs_;     // longest spin before sleeping (WEFT_SPIN_US)
-  uint64_t curSpinNs_;  // adapted: shrinks when spins time out, grows back
+  SpinBudget spin_;
   bool oversubscribed_;
   mutable std::vector<uint64_t> seen_;  // highest seq reached() has read per rank
 };
