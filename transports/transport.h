@@ -46,9 +46,14 @@ enum class MemType : uint8_t { Host = 0, Cuda = 1 };
 struct Completion {
   bool done = false;
   Status status;
+  // Telemetry's arrival stamp (src/telemetry/stamp.h): the engine sets it
+  // before postSend; a transport that carries it delivers it into the
+  // matching receive's completion (before `done`). 0 = none.
+  uint64_t stamp = 0;
   void reset() {
     done = false;
     status = Status();
+    stamp = 0;
   }
   void finish(Status st = Status()) {
     status = std::move(st);

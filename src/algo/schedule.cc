@@ -1,5 +1,8 @@
 #include "algo/schedule.h"
 
+#include "core/status.h"
+#include "kernels/cpu/reduce.h"
+
 namespace weft {
 
 const char* collName(CollType t) {
@@ -218,6 +221,21 @@ Status buildSchedule(const CollArgs& args, const BuildParams& p, Schedule* out) 
                                     algoName(algo), collName(args.type)));
   }
   return Status::ok();
+}
+
+std::string describeOp(const CollArgs& args, weft_datatype_t dtype, uint64_t seq) {
+  std::string s = collName(args.type);
+  if (args.type == CollType::Send || args.type == CollType::Recv)
+    return s + strFormat(" (%zu x %s, peer %d)", args.count, datatypeName(dtype), args.peer);
+  s += strFormat(" #%llu", static_cast<unsigned long long>(seq));
+  if (args.type == CollType::Barrier) return s;
+  s += strFormat(" (%zu x %s", args.count, datatypeName(dtype));
+  if (args.type == CollType::AllReduce || args.type == CollType::Reduce ||
+      args.type == CollType::ReduceScatter)
+    s += strFormat(", %s", opName(args.op));
+  if (args.type == CollType::Broadcast || args.type == CollType::Reduce)
+    s += strFormat(", root %d", args.root);
+  return s + ")";
 }
 
 }  // namespace weft

@@ -87,6 +87,8 @@ struct CollArgs {
   int peer = -1;   // send, recv
   bool inPlace = false;
 };
+// "allreduce #12 (1024 x float, sum)".
+std::string describeOp(const CollArgs& args, weft_datatype_t dtype, uint64_t seq);
 
 // The algorithms weft knows. Each schedule-building one has a builder
 // below (one file each); Shm is the shared-memory arena of one host

@@ -71,8 +71,10 @@ Status Comm::init(const weft_unique_id_t& id) {
   }
   engine_.reset(new Engine(rank_, nranks_, cfg_, eps, owners, all, peers_));
   setUpSelection();
+  setUpTelemetry();
   // Everyone connected before anyone sends.
   WEFT_RETURN_IF_ERROR(boot_->barrier(cfg_.bootstrapTimeoutS));
+  tel_->unlinkBoard();
   logInit();
   return Status();
 }
@@ -81,15 +83,18 @@ Status Comm::exchangePeerInfo() {
   std::string mine;
   putU64(mine, net::hostHash());
   putU64(mine, static_cast<uint64_t>(getpid()));
+  putU64(mine, static_cast<uint64_t>(telemetry::realtimeMinusMonotonicNs()));
   mine += net::hostName();
   std::vector<std::string> all;
   WEFT_RETURN_IF_ERROR(boot_->allgather(mine, &all, cfg_.bootstrapTimeoutS));
   peers_.resize(nranks_);
+  clockDelta_.resize(nranks_);
   for (int r = 0; r < nranks_; ++r) {
     peers_[r].rank = r;
     peers_[r].hostHash = getU64(all[r], 0);
     peers_[r].pid = static_cast<int>(getU64(all[r], 8));
-    peers_[r].hostname = all[r].size() > 16 ? all[r].substr(16) : "?";
+    clockDelta_[r] = static_cast<int64_t>(getU64(all[r], 16));
+    peers_[r].hostname = all[r].size() > 24 ? all[r].substr(24) : "?";
   }
   return Status();
 }
@@ -193,6 +198,8 @@ void Comm::setUpSelection() {
       if (m.nhosts == 1) m.intra = l;  // tcp forced within the host
     }
   }
+  // A throttled engine (test builds) must see every byte: no arena.
+  if (cfg_.testThrottleMBps > 0) arena_ = nullptr;
   m.shmArena = arena_ != nullptr;
   if (arena_) m.arenaChunk = arena_->chunk();
   if (!cfg_.algo.empty()) {
@@ -226,7 +233,13 @@ Status Comm::runNow(const CollArgs& args, weft_datatype_t dt, const void* send, 
     if (arena_ && !engine_->busy() && engine_->error().isOk() &&
         chooseAlgo(args).algo == Algo::Shm) {
       ArenaOp op(arena_, args, dt, send, recv, ++collSeq_);
+      telemetry::OpRecord rec;
+      if (telemetry::Telemetry* t = tel()) {
+        startRecord(rec, args, dt, collSeq_, "shm");
+        op.setTelemetry(t, &rec, shmTx_);
+      }
       Status st = op.run(cfg_.timeoutS, &aborting_);
+      if (rec.entryNs) tel_->end(rec, st.code(), nowNs());
       if (st.isError()) engine_->fail(st);
       return st;
     }
@@ -247,8 +260,10 @@ Status Comm::enqueue(const CollArgs& args, weft_datatype_t dt, const void* send,
   const Choice choice = chooseAlgo(args);
   if (args.type != CollType::Send && args.type != CollType::Recv) op->seq = ++collSeq_;
   if (choice.algo == Algo::Shm) {
-    op->runner.reset(new ArenaOp(arena_, args, dt, send, recv, op->seq));
+    ArenaOp* ao = new ArenaOp(arena_, args, dt, send, recv, op->seq);
+    op->runner.reset(ao);
     op->sched.algorithm = "shm";
+    if (tel()) ao->setTelemetry(tel(), &op->rec, shmTx_);
   } else {
     BuildParams p;
     p.rank = rank_;
@@ -262,7 +277,7 @@ Status Comm::enqueue(const CollArgs& args, weft_datatype_t dt, const void* send,
       return bs;
     }
   }
-  op->tag = opTag(args.type, op->seq);
+  op->tag = opTag(args, dt, op->seq);
   op->send = static_cast<uint8_t*>(const_cast<void*>(send));
   op->recv = static_cast<uint8_t*>(recv);
   op->sendLen = sendBytes(args, nranks_, rank_);
@@ -273,6 +288,7 @@ Status Comm::enqueue(const CollArgs& args, weft_datatype_t dt, const void* send,
   op->recvLen = recvBytes(args, nranks_, rank_);
   op->tracker = tracker;
   tracker->pending++;
+  if (tel()) startRecord(op->rec, args, dt, op->seq, algoName(choice.algo == Algo::Auto ? defaultAlgo(args.type) : choice.algo));
   WEFT_TRACE(kColl, "rank %d: %s algorithm %s, %zu steps", rank_, op->describe().c_str(),
              op->sched.algorithm.c_str(), op->sched.steps.size());
   engine_->enqueue(std::move(op));

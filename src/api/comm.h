@@ -18,6 +18,7 @@
 #include "algo/select.h"
 #include "bootstrap/bootstrap.h"
 #include "exec/engine.h"
+#include "telemetry/telemetry.h"
 #include "transports/shm/arena.h"
 #include "transports/transport.h"
 #include "weft.h"
@@ -73,6 +74,13 @@ class Comm {
   Choice chooseAlgo(const CollArgs& args);
   void setUpSelection();
   void progressLoop();
+  // Telemetry (comm_telemetry.cc): created after the transports; the board
+  // is opened before the init barrier and unlinked after it.
+  void setUpTelemetry();
+  // Fills `r` for a new op and starts its clock (entry).
+  void startRecord(telemetry::OpRecord& r, const CollArgs& args, weft_datatype_t dt,
+                   uint64_t seq, const char* algo);
+  telemetry::Telemetry* tel() const { return tel_ && tel_->on() ? tel_.get() : nullptr; }
 
   int rank_ = 0, nranks_ = 1;
   Config cfg_;
@@ -83,6 +91,9 @@ class Comm {
   std::vector<std::string> transportNames_;
   std::unique_ptr<Engine> engine_;
   shm::Arena* arena_ = nullptr;  // all ranks on this host: the shm arena
+  std::unique_ptr<telemetry::Telemetry> tel_;
+  int shmTx_ = 0;  // telemetry's index of the shm transport
+  std::vector<int64_t> clockDelta_;  // by rank: its realtime - monotonic clock, ns
   CostModel model_;
   AlgoRules rules_;  // WEFT_ALGO
   struct CachedChoice {

@@ -90,6 +90,16 @@ Config Config::fromEnv() {
   c.shmArenaChunk = envBytes("WEFT_SHM_ARENA_CHUNK", c.shmArenaChunk);
   if (c.shmArenaChunk && c.shmArenaChunk < 4096) c.shmArenaChunk = 4096;
   c.spinUs = envLong("WEFT_SPIN_US", c.spinUs, -1, 1000000);
+  c.telemetry = envLong("WEFT_TELEMETRY", 1, 0, 1) != 0;
+  c.timelinePath = envStr("WEFT_TIMELINE");
+  c.statsPath = envStr("WEFT_STATS");
+  c.statsIntervalS = envDouble("WEFT_STATS_INTERVAL_S", 0);
+  c.stallWarnS = envDouble("WEFT_STALL_WARN_S", c.stallWarnS);
+  c.flightRecorder = static_cast<int>(envLong("WEFT_FLIGHT_RECORDER", 0, 0, 1 << 20));
+  c.flightRecorderPath = envStr("WEFT_FLIGHT_RECORDER_FILE");
+#ifdef WEFT_TEST_HOOKS
+  c.testThrottleMBps = envDouble("WEFT_TEST_THROTTLE_MBPS", 0);
+#endif
   return c;
 }
 

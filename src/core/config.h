@@ -22,6 +22,16 @@ struct Config {
   size_t shmArenaChunk = 1 << 20;  // WEFT_SHM_ARENA_CHUNK: bytes per arena round; 0 = no arena
   long spinUs = -1;                // WEFT_SPIN_US: spin before sleeping; -1 = auto
 
+  // Telemetry (src/telemetry/, docs/telemetry.md).
+  bool telemetry = true;           // WEFT_TELEMETRY: per-op records; 0 turns them off
+  std::string timelinePath;        // WEFT_TIMELINE: Chrome-trace file, %r = rank
+  std::string statsPath;           // WEFT_STATS: per-rank stats file, %r = rank
+  double statsIntervalS = 0;       // WEFT_STATS_INTERVAL_S: rewrite it this often; 0 = at destroy
+  double stallWarnS = 60;          // WEFT_STALL_WARN_S: report an op pending this long
+  int flightRecorder = 0;          // WEFT_FLIGHT_RECORDER: last N ops dumped on timeout/abort
+  std::string flightRecorderPath;  // WEFT_FLIGHT_RECORDER_FILE: there instead of the log, %r = rank
+  double testThrottleMBps = 0;     // WEFT_TEST_THROTTLE_MBPS: test builds: cap sends per rank
+
   // Reads every WEFT_* variable; unknown values fall back to defaults with a warning.
   static Config fromEnv();
   // "NAME=value" of each variable set in the environment, for INFO logs.

@@ -45,6 +45,7 @@ uint32_t parseSubsys(const char* v) {
     else if (tok == "TRANSPORT" || tok == "NET") mask |= kTransport;
     else if (tok == "COLL") mask |= kColl;
     else if (tok == "TUNING") mask |= kTuning;
+    else if (tok == "TELEMETRY") mask |= kTelemetry;
     else if (tok == "ALL") mask |= kAllSubsys;
     if (comma == std::string::npos) break;
     pos = comma + 1;

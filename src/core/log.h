@@ -1,5 +1,6 @@
 // Logging, filtered by level (WEFT_DEBUG=WARN|INFO|TRACE) and subsystem
-// (WEFT_DEBUG_SUBSYS=INIT,BOOTSTRAP,TRANSPORT,COLL,TUNING or ALL; ^X excludes),
+// (WEFT_DEBUG_SUBSYS=INIT,BOOTSTRAP,TRANSPORT,COLL,TUNING,TELEMETRY or ALL;
+// ^X excludes),
 // written to stderr or WEFT_DEBUG_FILE (%h host, %p pid). Errors are logged
 // once, where first detected; callers above only add context.
 #pragma once
@@ -16,6 +17,7 @@ enum Subsys : uint32_t {
   kTransport = 1u << 2,
   kColl = 1u << 3,
   kTuning = 1u << 4,
+  kTelemetry = 1u << 5,
   kAllSubsys = 0xffffffffu,
 };
 

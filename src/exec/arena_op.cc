@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "kernels/cpu/reduce.h"
 #include "transports/shm/arena.h"
@@ -99,6 +100,29 @@ ArenaOp::ArenaOp(shm::Arena* arena, const CollArgs& args, weft_datatype_t dt, co
 
 std::string ArenaOp::describe() const { return describeOp(args_, dt_, seq_); }
 
+size_t ArenaOp::stagedBytes(size_t j) const {
+  const size_t len = std::min(step_, total_ - j * step_);
+  switch (args_.type) {
+    case CollType::AllReduce:
+    case CollType::Reduce: {
+      if (oneShot_) return len;
+      size_t off, pl;
+      part(len, me_, &off, &pl);
+      return len - pl;
+    }
+    case CollType::Broadcast: return me_ == args_.root ? len : 0;
+    case CollType::AllGather: return len;
+    case CollType::ReduceScatter:
+    case CollType::AllToAll: return len * static_cast<size_t>(n_ - 1);
+    default: return 0;
+  }
+}
+
+bool ArenaOp::reduces() const {
+  return args_.type == CollType::AllReduce || args_.type == CollType::Reduce ||
+         args_.type == CollType::ReduceScatter;
+}
+
 bool ArenaOp::anyC() const {
   return (args_.type == CollType::AllReduce && !oneShot_) || args_.type == CollType::Reduce;
 }
@@ -133,7 +157,7 @@ void ArenaOp::part(size_t len, int p, size_t* off, size_t* plen) const {
 void ArenaOp::phaseA(size_t j, int par) {
   const size_t lo = j * step_, len = std::min(step_, total_ - lo);
   char* mine = arena_->buf(me_, par);
-  if (j == 0) arena_->setDesc(par, descWord0(args_, dt_), args_.count);
+  if (j == 0) arena_->setDesc(par, descWord0(args_, dt_), args_.count, rec_ ? rec_->stamp : 0);
   switch (args_.type) {
     case CollType::AllReduce:
     case CollType::Reduce:
@@ -171,6 +195,7 @@ Status ArenaOp::phaseB(size_t j, int par) {
     const uint64_t w0 = descWord0(args_, dt_), w1 = args_.count;
     for (int p = 0; p < n_; ++p) {
       const uint64_t* d = arena_->desc(p, par);
+      if (rec_) rec_->stamp = telemetry::laterStamp(rec_->stamp, arena_->stamp(p, par));
       if (d[0] == w0 && d[1] == w1) continue;
       return invalidUsage(strFormat(
           "mismatched collectives at %s on rank %d: %s called %s (shm arena)", describe().c_str(),
@@ -272,14 +297,23 @@ bool ArenaOp::progress(Status* st, bool* moved) {
       // B(g-1) know that already; a broadcast root, which does not wait,
       // runs at most one round ahead here.
       if (g > 1 && !arena_->reached(2 * g - 1, nullptr)) return false;
+      const uint64_t t0 = rec_ ? nowNs() : 0;
       phaseA(round_, par);
+      if (rec_) {
+        rec_->addWork(telemetry::SpanKind::Copy, t0, nowNs(), spans_);
+        rec_->sent[tx_] += stagedBytes(round_);
+      }
       arena_->publish(2 * g + 1);
       stage_ = 1;
       *moved = true;
     }
     if (stage_ == 1) {
       if (waitsInB() && !arena_->reached(2 * g + 1, nullptr)) return false;
+      const uint64_t t0 = rec_ ? nowNs() : 0;
+      if (rec_ && !rec_->firstByteNs) rec_->firstByteNs = t0;
       Status bs = phaseB(round_, par);
+      if (rec_) rec_->addWork(reduces() ? telemetry::SpanKind::Reduce : telemetry::SpanKind::Copy,
+                              t0, nowNs(), spans_);
       if (bs.isError()) {
         *st = bs;
         return true;
@@ -293,7 +327,9 @@ bool ArenaOp::progress(Status* st, bool* moved) {
       continue;
     }
     if (!arena_->reached(2 * g + 2, nullptr)) return false;
+    const uint64_t t0 = rec_ ? nowNs() : 0;
     phaseC(round_, par);
+    if (rec_) rec_->addWork(telemetry::SpanKind::Copy, t0, nowNs(), spans_);
     stage_ = 0;
     ++round_;
     *moved = true;
@@ -310,7 +346,12 @@ Status ArenaOp::run(double timeoutS, const std::atomic<bool>* cancel) {
     Status st;
     bool moved = false;
     if (progress(&st, &moved)) return st;
-    st = arena_->wait(target(), timeoutS, [this] { return describe(); }, cancel);
+    st = arena_->wait(target(), timeoutS, [this] { return describe(); }, cancel, [this] {
+      if (!tel_ || !rec_) return;
+      std::vector<int> w;
+      waitingFor(&w);
+      tel_->checkStall(*rec_, w, nowNs());
+    });
     if (st.isError()) return st;
   }
 }

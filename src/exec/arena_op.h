@@ -43,6 +43,7 @@
 #include <string>
 
 #include "exec/op.h"
+#include "telemetry/telemetry.h"
 
 namespace weft {
 namespace shm {
@@ -63,6 +64,17 @@ class ArenaOp : public OpRunner {
   // timeoutS without progress; *cancel set by another thread aborts it).
   Status run(double timeoutS, const std::atomic<bool>* cancel);
 
+  // Where to record arrival, local work and stalls (the op's record; both
+  // outlive the op). Without it, nothing is recorded.
+  // `tx`: the telemetry index of the shm transport (staged bytes count as
+  // sent over it).
+  void setTelemetry(telemetry::Telemetry* tel, telemetry::OpRecord* rec, int tx) {
+    tel_ = tel;
+    rec_ = rec;
+    tx_ = tx;
+    spans_ = tel && tel->wantSpans();
+  }
+
   // Largest message that allreduce runs one-shot (every rank reduces it all).
   static size_t oneShotLimit(int nranks, size_t chunk);
 
@@ -72,6 +84,8 @@ class ArenaOp : public OpRunner {
   void phaseC(size_t j, int par);
   bool hasC() const;  // this rank runs a C phase
   bool anyC() const;  // some rank does (so B's flag is published)
+  bool reduces() const;
+  size_t stagedBytes(size_t j) const;  // what phase A of round j writes
   bool waitsInB() const;
   // The flag every rank must reach before the current stage.
   uint64_t target() const;
@@ -96,6 +110,10 @@ class ArenaOp : public OpRunner {
   uint64_t base_ = 0;
   size_t round_ = 0;
   int stage_ = 0;  // 0: run A; 1: wait, run B; 2: wait, run C
+  telemetry::Telemetry* tel_ = nullptr;
+  telemetry::OpRecord* rec_ = nullptr;
+  bool spans_ = false;
+  int tx_ = 0;
 };
 
 }  // namespace weft

@@ -47,6 +47,7 @@ Engine::Engine(int rank, int nranks, const Config& cfg, std::vector<Endpoint*> e
     if (p.hostHash == peers_[rank_].hostHash) ++local;
   oversubscribed_ = local > usableCpus();
   spin_.configure(cfg_.spinUs, oversubscribed_);
+  if (cfg_.testThrottleMBps > 0) throttleNsPerByte_ = 1e3 / cfg_.testThrottleMBps;
 }
 
 void Engine::enqueue(std::unique_ptr<Op> op) {
@@ -108,6 +109,7 @@ void Engine::finishOp(Op& op, const Status& st) {
   if (op.finished) return;
   op.finished = true;
   op.status = st;
+  if (tel_ && op.rec.entryNs) tel_->end(op.rec, st.code(), nowNs());
   if (op.tracker) op.tracker->finishOne(st);
 }
 
@@ -119,6 +121,30 @@ void Engine::fail(const Status& st) {
   for (auto& op : ops_) finishOp(*op, error_);
   ops_.clear();
   spare_.clear();
+  if (tel_) tel_->dumpFlightRecorder(error_.message());
+}
+
+void Engine::noteRecv(Op& op, const Completion& c) {
+  if (!tel_) return;
+  if (!op.rec.firstByteNs) op.rec.firstByteNs = nowNs();
+  op.rec.stamp = telemetry::laterStamp(op.rec.stamp, c.stamp);
+}
+
+void Engine::reduceStep(Op& op, const Step& s) {
+  const size_t count = s.bytes / op.args.eltSize;
+  const uint64_t t0 = tel_ ? nowNs() : 0;
+  if (s.kind == StepKind::Divide)
+    divideByCount(bind(op, s.dst), count, op.dtype, static_cast<uint64_t>(nranks_));
+  else
+    reduceHost(bind(op, s.dst), bind(op, s.a), bind(op, s.b), count, op.dtype, op.args.op);
+  if (tel_) op.rec.addWork(telemetry::SpanKind::Reduce, t0, nowNs(), spans_);
+}
+
+void Engine::copyStep(Op& op, const Step& s) {
+  if (!s.bytes) return;
+  const uint64_t t0 = tel_ ? nowNs() : 0;
+  memmove(bind(op, s.dst), bind(op, s.a), s.bytes);
+  if (tel_) op.rec.addWork(telemetry::SpanKind::Copy, t0, nowNs(), spans_);
 }
 
 // Runs or posts step i (pending, dependencies done). Returns false when the
@@ -126,31 +152,36 @@ void Engine::fail(const Status& st) {
 bool Engine::runStep(Op& op, size_t i) {
   const Step& s = op.sched.steps[i];
   Completion& c = op.comps[i];
-  const size_t count = s.bytes / op.args.eltSize;
   Status st;
   switch (s.kind) {
     case StepKind::Send:
+      if (throttleNsPerByte_ > 0) {
+        const uint64_t now = nowNs();
+        if (now < throttleNextNs_) return false;
+        throttleNextNs_ = std::max(throttleNextNs_, now) +
+                          static_cast<uint64_t>(static_cast<double>(s.bytes) * throttleNsPerByte_);
+      }
       c.reset();
+      c.stamp = op.rec.stamp;
       st = eps_[s.peer]->postSend(bind(op, s.a), s.bytes, op.tag, MemType::Host, &c);
+      if (tel_ && st.code() != kNoResource) op.rec.sent[peerTx_[s.peer]] += s.bytes;
       break;
     case StepKind::Recv:
       c.reset();
       st = eps_[s.peer]->postRecv(bind(op, s.dst), s.bytes, op.tag, MemType::Host, &c);
+      if (st.isOk()) noteRecv(op, c);
       break;
     case StepKind::RecvReduce:
       c.reset();
       st = eps_[s.peer]->postRecv(bind(op, s.b), s.bytes, op.tag, MemType::Host, &c);
-      if (st.isOk()) reduceHost(bind(op, s.dst), bind(op, s.a), bind(op, s.b), count, op.dtype, op.args.op);
+      if (st.isOk()) {
+        noteRecv(op, c);
+        reduceStep(op, s);
+      }
       break;
-    case StepKind::Copy:
-      if (s.bytes) memmove(bind(op, s.dst), bind(op, s.a), s.bytes);
-      break;
+    case StepKind::Copy: copyStep(op, s); break;
     case StepKind::Reduce:
-      reduceHost(bind(op, s.dst), bind(op, s.a), bind(op, s.b), count, op.dtype, op.args.op);
-      break;
-    case StepKind::Divide:
-      divideByCount(bind(op, s.dst), count, op.dtype, static_cast<uint64_t>(nranks_));
-      break;
+    case StepKind::Divide: reduceStep(op, s); break;
   }
   if (st.code() == kNoResource) return false;
   if (st.isError()) {
@@ -186,9 +217,8 @@ bool Engine::advanceOp(Op& op, std::vector<uint32_t>& sendGen, std::vector<uint3
         fail(c.status.withContext(strFormat("rank %d: %s", rank_, op.describe().c_str())));
         return true;
       }
-      if (s.kind == StepKind::RecvReduce)
-        reduceHost(bind(op, s.dst), bind(op, s.a), bind(op, s.b), s.bytes / op.args.eltSize,
-                   op.dtype, op.args.op);
+      if (s.kind != StepKind::Send) noteRecv(op, c);
+      if (s.kind == StepKind::RecvReduce) reduceStep(op, s);
       op.state[i] = Op::kDone;
       op.doneCount++;
       moved = true;
@@ -296,6 +326,7 @@ void Engine::checkStalled() {
     break;
   }
   if (!oldest) return;
+  if (tel_) tel_->checkStall(oldest->rec, waiting, now);
   if (now - lastLivenessNs_ > 1000000000ull) {
     lastLivenessNs_ = now;
     for (int p : waiting) {

@@ -25,6 +25,7 @@
 
 #include "core/cpu.h"
 #include "exec/op.h"
+#include "telemetry/telemetry.h"
 #include "transports/transport.h"
 
 namespace weft {
@@ -51,11 +52,23 @@ class Engine {
   const Status& error() const { return error_; }
   // Fails everything with `st` (abort, or an error found outside the engine).
   void fail(const Status& st);
+  // Records ops into `tel` (nullptr: not at all); peerTransport[p] is the
+  // telemetry index of the transport that serves peer p.
+  void setTelemetry(telemetry::Telemetry* tel, std::vector<int> peerTransport) {
+    tel_ = tel;
+    peerTx_ = std::move(peerTransport);
+    spans_ = tel && tel->wantSpans();
+  }
 
  private:
   bool advanceOp(Op& op, std::vector<uint32_t>& sendGen, std::vector<uint32_t>& recvGen,
                  uint32_t gen, size_t* budget);
   bool runStep(Op& op, size_t i);
+  // A receive of `op` completed with `c` (first byte, arrival stamp).
+  void noteRecv(Op& op, const Completion& c);
+  // Local work of a step, timed when telemetry is on.
+  void reduceStep(Op& op, const Step& s);
+  void copyStep(Op& op, const Step& s);
   void finishOp(Op& op, const Status& st);
   void checkStalled();
   uint8_t* bind(Op& op, BufRef ref) const;
@@ -87,6 +100,13 @@ class Engine {
   };
   static constexpr size_t kSpareScratch = 4;
   std::vector<Spare> spare_;
+  // WEFT_TEST_THROTTLE_MBPS (test builds): sends wait until this time, which
+  // each send pushes on by its bytes at that rate.
+  uint64_t throttleNextNs_ = 0;
+  double throttleNsPerByte_ = 0;
+  telemetry::Telemetry* tel_ = nullptr;
+  std::vector<int> peerTx_;
+  bool spans_ = false;
 };
 
 }  // namespace weft

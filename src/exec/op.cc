@@ -1,30 +1,50 @@
 #include "exec/op.h"
 
 #include "core/status.h"
+#include "core/tag.h"
 #include "kernels/cpu/reduce.h"
 
 namespace weft {
 
-uint64_t opTag(CollType type, uint64_t seq) {
-  if (type == CollType::Send || type == CollType::Recv) return 0xFEull;
-  return (seq << 8) | static_cast<uint64_t>(type);
+namespace {
+
+constexpr uint64_t kP2pTag = 0xFEull;
+
+std::string describeOpTag(uint64_t tag) {
+  if (tag == kP2pTag) return "send/recv";
+  const auto type = static_cast<CollType>(tag & 0xff);
+  const auto dt = static_cast<weft_datatype_t>((tag >> 8) & 0xff);
+  const auto op = static_cast<weft_op_t>((tag >> 16) & 0xff);
+  std::string s = strFormat("%s #%llu (%s", collName(type),
+                            static_cast<unsigned long long>(tag >> 40), datatypeName(dt));
+  if (type == CollType::AllReduce || type == CollType::Reduce || type == CollType::ReduceScatter)
+    s += strFormat(", %s", opName(op));
+  return s + strFormat(", count/root %04llx)", static_cast<unsigned long long>((tag >> 24) & 0xffff));
+}
+
+// Transports print tags through this (core/tag.h).
+struct RegisterDescriber {
+  RegisterDescriber() { setTagDescriber(&describeOpTag); }
+} gRegister;
+
+}  // namespace
+
+uint64_t opTag(const CollArgs& args, weft_datatype_t dt, uint64_t seq) {
+  if (args.type == CollType::Send || args.type == CollType::Recv) return kP2pTag;
+  // 16 bits of count and root: ranks that disagree on them get a mismatch
+  // even where message lengths happen to agree.
+  uint64_t h = (static_cast<uint64_t>(args.count) * 0x9e3779b97f4a7c15ull) ^
+               (static_cast<uint64_t>(static_cast<uint32_t>(args.root)) * 0xc2b2ae3d27d4eb4full);
+  h ^= h >> 29;
+  h = (h * 0xbf58476d1ce4e5b9ull) >> 48;
+  const uint8_t op = (args.type == CollType::AllReduce || args.type == CollType::Reduce ||
+                      args.type == CollType::ReduceScatter)
+                         ? static_cast<uint8_t>(args.op)
+                         : 0;
+  return (seq & 0xffffffull) << 40 | (h & 0xffff) << 24 | static_cast<uint64_t>(op) << 16 |
+         static_cast<uint64_t>(static_cast<uint8_t>(dt)) << 8 | static_cast<uint64_t>(args.type);
 }
 
 std::string Op::describe() const { return describeOp(args, dtype, seq); }
-
-std::string describeOp(const CollArgs& args, weft_datatype_t dtype, uint64_t seq) {
-  std::string s = collName(args.type);
-  if (args.type == CollType::Send || args.type == CollType::Recv)
-    return s + strFormat(" (%zu x %s, peer %d)", args.count, datatypeName(dtype), args.peer);
-  s += strFormat(" #%llu", static_cast<unsigned long long>(seq));
-  if (args.type == CollType::Barrier) return s;
-  s += strFormat(" (%zu x %s", args.count, datatypeName(dtype));
-  if (args.type == CollType::AllReduce || args.type == CollType::Reduce ||
-      args.type == CollType::ReduceScatter)
-    s += strFormat(", %s", opName(args.op));
-  if (args.type == CollType::Broadcast || args.type == CollType::Reduce)
-    s += strFormat(", root %d", args.root);
-  return s + ")";
-}
 
 }  // namespace weft

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "algo/schedule.h"
+#include "telemetry/record.h"
 #include "transports/transport.h"
 
 namespace weft {
@@ -75,6 +76,7 @@ struct Op {
   size_t doneCount = 0;
 
   uint64_t enqueueNs = 0;
+  telemetry::OpRecord rec;  // filed by the engine when it finishes (if entryNs is set)
   bool finished = false;
   Status status;
   std::shared_ptr<OpTracker> tracker;
@@ -82,11 +84,11 @@ struct Op {
   std::string describe() const;  // "allreduce #12 (1024 x float, sum)"
 };
 
-// The tag of a collective's messages: its sequence number and type, so that
-// ranks running different collectives at the same point see a mismatch.
-// Point-to-point messages carry a fixed tag: they match by order alone.
-uint64_t opTag(CollType type, uint64_t seq);
-// "allreduce #12 (1024 x float, sum)".
-std::string describeOp(const CollArgs& args, weft_datatype_t dtype, uint64_t seq);
+// The tag of a collective's messages: its type, datatype, op, a hash of
+// count and root, and its sequence number (low 24 bits), so that ranks
+// running different collectives at the same point see a mismatch that names
+// both calls (core/tag.h prints tags). Point-to-point messages carry a fixed
+// tag: they match by order alone.
+uint64_t opTag(const CollArgs& args, weft_datatype_t dt, uint64_t seq);
 
 }  // namespace weft

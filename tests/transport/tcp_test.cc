@@ -180,7 +180,7 @@ TEST_CASE("tcp: garbage from a connected peer is reported and pollFd wakes up",
   char in[16];
   Completion c1;
   REQUIRE(eps[0]->postRecv(in, sizeof in, 0x42, MemType::Host, &c1).code() == WEFT_IN_PROGRESS);
-  tcp::PartHeader h{tcp::kDataMagic, 0, 0x42, 16, 16};
+  tcp::PartHeader h{tcp::kDataMagic, 0, 0x42, 16, 16, 0};
   char payload[16] = "fifteen chars..";
   send(fds[0], &h, sizeof h, MSG_NOSIGNAL);
   send(fds[0], payload, sizeof payload, MSG_NOSIGNAL);

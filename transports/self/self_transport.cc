@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 
+#include "core/tag.h"
 #include "core/log.h"
 #include "transports/self/ring_queue.h"
 #include "transports/transport.h"
@@ -31,16 +32,17 @@ struct SelfQueues {
     uint64_t seq = matched++;
     if (s.tag != r.tag || s.len != r.len) {
       Status st = invalidUsage(strFormat(
-          "mismatched message from rank %d to itself (self): recv #%llu expects tag 0x%llx and "
-          "%zu bytes, rank %d sent tag 0x%llx and %zu bytes (mismatched collectives?)",
-          rank, static_cast<unsigned long long>(seq), static_cast<unsigned long long>(r.tag), r.len,
-          rank, static_cast<unsigned long long>(s.tag), s.len));
+          "mismatched messages of rank %d to itself (self, #%llu): receive of %s (%zu bytes), "
+          "send of %s (%zu bytes)",
+          rank, static_cast<unsigned long long>(seq), describeTag(r.tag).c_str(), r.len,
+          describeTag(s.tag).c_str(), s.len));
       WEFT_WARN(kTransport, "%s", st.message().c_str());
       s.c->finish(st);
       r.c->finish(st);
       return st;
     }
     if (s.len) memcpy(r.buf, s.buf, s.len);
+    r.c->stamp = s.c->stamp;
     s.c->finish();
     r.c->finish();
     return Status::ok();

@@ -88,7 +88,7 @@ bool Arena::sleepOnBell(int maxUs, const std::function<bool()>& ready) {
 }
 
 Status Arena::wait(uint64_t v, double timeoutS, const std::function<std::string()>& what,
-                   const std::atomic<bool>* cancel) {
+                   const std::atomic<bool>* cancel, const std::function<void()>& tick) {
   int lag = -1;
   if (reached(v, &lag)) return Status::ok();
   const uint64_t start = nowNs();
@@ -122,6 +122,7 @@ Status Arena::wait(uint64_t v, double timeoutS, const std::function<std::string(
     now = nowNs();
     if (now < nextCheck) continue;
     nextCheck = now + 1000000000ull;
+    if (tick) tick();
     std::string behind;
     for (int r = 0; r < nranks_; ++r) {
       if (seqOf(r, v) >= v) continue;

@@ -65,10 +65,13 @@ class Arena {
   // Rank r's descriptor words for rounds of parity `par` (2 words each).
   const uint64_t* desc(int r, int par) const { return hdr_[r]->lines[par].desc; }
   // Writes this rank's descriptor for parity `par` (before publishing).
-  void setDesc(int par, uint64_t w0, uint64_t w1) {
+  void setDesc(int par, uint64_t w0, uint64_t w1, uint64_t stamp) {
     hdr_[rank_]->lines[par].desc[0] = w0;
     hdr_[rank_]->lines[par].desc[1] = w1;
+    hdr_[rank_]->lines[par].stamp = stamp;
   }
+  // Rank r's arrival stamp for parity `par` (in the line its flag is in).
+  uint64_t stamp(int r, int par) const { return hdr_[r]->lines[par].stamp; }
 
   // Publishes this rank's flag (release) and wakes ranks that sleep.
   void publish(uint64_t flag);
@@ -84,8 +87,11 @@ class Arena {
   // the ranks behind and `what` (the collective).
   // A true *cancel (set by another thread: abort) ends it with
   // WEFT_ERR_ABORTED.
+  // `tick`, when set, is called about once a second while it waits (stall
+  // reports).
   Status wait(uint64_t v, double timeoutS, const std::function<std::string()>& what,
-              const std::atomic<bool>* cancel = nullptr);
+              const std::atomic<bool>* cancel = nullptr,
+              const std::function<void()>& tick = nullptr);
   // The engine's idle sleep: sleeps at most maxUs on this rank's bell, unless
   // a flag moved since reached() last looked or `news` says there is work.
   void sleep(int maxUs, const std::function<bool()>& news);

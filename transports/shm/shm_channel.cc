@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/tag.h"
 #include "core/log.h"
 #include "transports/shm/arena.h"
 
@@ -42,6 +43,7 @@ bool ShmChannel::pushSend(Op& op) {
     s->msgLen = op.len;
     s->partLen = part;
     s->seq = sendSeq_;
+    s->stamp = op.c->stamp;
     if (part) memcpy(Segment::payload(s), op.buf + op.off, part);
     op.off += part;
     ++head_;
@@ -77,11 +79,11 @@ Status ShmChannel::pullRecv(Op& op, bool* done) {
     if (s->tag != op.tag || s->msgLen != op.len) {
       inHdr_->broken.store(1, std::memory_order_release);
       return fail(invalidUsage(strFormat(
-          "mismatched message from %s to rank %d (shm): recv #%llu expects tag 0x%llx and %zu "
-          "bytes, rank %d sent tag 0x%llx and %llu bytes (mismatched collectives?)",
-          peerDesc_.c_str(), rank_, static_cast<unsigned long long>(recvSeq_),
-          static_cast<unsigned long long>(op.tag), op.len, peer_,
-          static_cast<unsigned long long>(s->tag), static_cast<unsigned long long>(s->msgLen))));
+          "mismatched collectives between rank %d and rank %d (shm, message #%llu from %s): "
+          "rank %d called %s (%zu bytes), rank %d called %s (%llu bytes)",
+          rank_, peer_, static_cast<unsigned long long>(recvSeq_), peerDesc_.c_str(), rank_,
+          describeTag(op.tag).c_str(), op.len, peer_, describeTag(s->tag).c_str(),
+          static_cast<unsigned long long>(s->msgLen))));
     }
     size_t part = std::min(inSlotBytes_, op.len - op.off);
     if (s->seq != recvSeq_ || s->partLen != part) {
@@ -95,6 +97,7 @@ Status ShmChannel::pullRecv(Op& op, bool* done) {
                            static_cast<unsigned long long>(recvSeq_), part)));
     }
     if (part) memcpy(op.buf + op.off, Segment::payload(const_cast<SlotHeader*>(s)), part);
+    if (op.off == 0) op.c->stamp = s->stamp;
     op.off += part;
     ++tail_;
     if (++tailIdx_ == inSlots_) tailIdx_ = 0;

@@ -54,6 +54,7 @@ struct alignas(kCacheLine) FifoHeader {
   struct alignas(kCacheLine) ArenaLine {
     std::atomic<uint64_t> seq;
     uint64_t desc[2];
+    uint64_t stamp;  // telemetry: the rank's arrival stamp for the collective
   };
   ArenaLine lines[2];
   // The creator sleeps on `bell` (a futex word) after setting `sleeping`;
@@ -67,6 +68,7 @@ struct alignas(kCacheLine) SlotHeader {
   uint64_t msgLen;
   uint64_t partLen;
   uint64_t seq;  // message number on this FIFO, to detect a desynchronized stream
+  uint64_t stamp;  // Completion::stamp of the send
 };
 
 // "/weft-<hash of secret and commId>-<src>-<dst>". The secret itself never

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/tag.h"
 #include "core/log.h"
 
 namespace weft {
@@ -64,7 +65,7 @@ Status TcpPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem,
     size_t off, plen;
     partRange(len, n, j, &off, &plen);
     SendPart p;
-    p.hdr = PartHeader{kDataMagic, static_cast<uint32_t>(seq), tag, len, plen};
+    p.hdr = PartHeader{kDataMagic, static_cast<uint32_t>(seq), tag, len, plen, c->stamp};
     p.data = static_cast<const char*>(buf) + off;
     p.len = plen;
     p.done = 0;
@@ -190,11 +191,11 @@ Status TcpPeer::checkHeader(const RecvPart& p, int sock) {
                                  peer_, remote_.c_str(), sock, rank_, h.magic)));
   if (h.tag != p.tag || h.msgLen != p.msgLen)
     return fail(invalidUsage(strFormat(
-        "mismatched message from rank %d (tcp, %s) to rank %d: recv #%llu expects tag 0x%llx "
-        "and %llu bytes, rank %d sent tag 0x%llx and %llu bytes (mismatched collectives?)",
-        peer_, remote_.c_str(), rank_, static_cast<unsigned long long>(p.op),
-        static_cast<unsigned long long>(p.tag), static_cast<unsigned long long>(p.msgLen), peer_,
-        static_cast<unsigned long long>(h.tag), static_cast<unsigned long long>(h.msgLen))));
+        "mismatched collectives between rank %d and rank %d (tcp, %s, message #%llu): rank %d "
+        "called %s (%llu bytes), rank %d called %s (%llu bytes)",
+        rank_, peer_, remote_.c_str(), static_cast<unsigned long long>(p.op), rank_,
+        describeTag(p.tag).c_str(), static_cast<unsigned long long>(p.msgLen), peer_,
+        describeTag(h.tag).c_str(), static_cast<unsigned long long>(h.msgLen))));
   if (h.seq != static_cast<uint32_t>(p.op) || h.partLen != p.len)
     return fail(Status(
         WEFT_ERR_INTERNAL,
@@ -202,6 +203,7 @@ Status TcpPeer::checkHeader(const RecvPart& p, int sock) {
                   "message #%u (%llu bytes) where #%u (%zu bytes) was expected",
                   sock, peer_, remote_.c_str(), rank_, h.seq,
                   static_cast<unsigned long long>(h.partLen), static_cast<uint32_t>(p.op), p.len)));
+  recvOps_[p.op - recvBase_].c->stamp = h.stamp;
   return Status::ok();
 }
 

@@ -21,7 +21,7 @@ namespace tcp {
 constexpr uint32_t kHelloMagic = 0x57544348;  // "WTCH"
 constexpr uint32_t kDataMagic = 0x57544344;   // "WTCD"
 constexpr uint32_t kBlobMagic = 0x5754424c;   // "WTBL"
-constexpr uint32_t kWireVersion = 1;
+constexpr uint32_t kWireVersion = 2;
 
 struct Hello {
   uint32_t magic;    // kHelloMagic
@@ -41,8 +41,9 @@ struct PartHeader {
   uint64_t tag;
   uint64_t msgLen;   // the whole message
   uint64_t partLen;  // the bytes that follow this header
+  uint64_t stamp;    // Completion::stamp of the send (telemetry)
 };
-static_assert(sizeof(PartHeader) == 32, "PartHeader layout");
+static_assert(sizeof(PartHeader) == 40, "PartHeader layout");
 
 // The address blob published by localAddress().
 struct Blob {

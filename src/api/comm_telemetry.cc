@@ -1,0 +1,72 @@
+// The communicator's side of telemetry: what it tells src/telemetry at init
+// (ranks, hosts, transports, the common clock) and per op (what it is).
+#include <algorithm>
+
+#include "api/comm.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "kernels/cpu/reduce.h"
+
+namespace weft {
+
+void Comm::setUpTelemetry() {
+  telemetry::Setup s;
+  s.rank = rank_;
+  s.nranks = nranks_;
+  s.secret = boot_->secret();
+  s.commId = boot_->secret() ^ 0x636f6d6d00000000ull;
+  s.config = cfg_;
+  // The common clock: realtime, as the lowest rank of each host reads it
+  // (so ranks of one host agree exactly; hosts agree as well as NTP/PTP
+  // keeps their realtime clocks).
+  int leader = rank_;
+  for (int r = 0; r < nranks_; ++r)
+    if (peers_[r].hostHash == peers_[rank_].hostHash) leader = std::min(leader, r);
+  s.clockOffsetNs = clockDelta_[leader];
+  for (const PeerInfo& p : peers_) {
+    s.hostnames.push_back(p.hostname);
+    s.hostHashes.push_back(p.hostHash);
+    s.pids.push_back(p.pid);
+  }
+  std::vector<int> peerTx(nranks_, 0);
+  for (size_t t = 0; t < transports_.size() && t < static_cast<size_t>(telemetry::kMaxTransports);
+       ++t) {
+    s.transports.push_back(transports_[t]->name());
+    s.transportGBs.push_back(transports_[t]->caps().bandwidthGBs);
+    int peers = 0;
+    for (int p = 0; p < nranks_; ++p) {
+      if (transportNames_[p] != transports_[t]->name()) continue;
+      peerTx[p] = static_cast<int>(t);
+      ++peers;
+    }
+    s.transportPeers.push_back(peers);
+    if (std::string(transports_[t]->name()) == "shm") shmTx_ = static_cast<int>(t);
+  }
+  tel_.reset(new telemetry::Telemetry(s));
+  Status st = tel_->openBoard();
+  if (st.isError()) WEFT_WARN(kTelemetry, "%s", st.message().c_str());
+  engine_->setTelemetry(tel(), peerTx);
+}
+
+void Comm::startRecord(telemetry::OpRecord& r, const CollArgs& args, weft_datatype_t dt,
+                       uint64_t seq, const char* algo) {
+  r.seq = seq;
+  r.type = static_cast<uint8_t>(args.type);
+  r.dtype = static_cast<uint8_t>(dt);
+  r.op = static_cast<uint8_t>(args.op);
+  const bool p2p = args.type == CollType::Send || args.type == CollType::Recv;
+  r.root = p2p ? args.peer : args.root;
+  r.count = args.count;
+  const uint64_t blk = static_cast<uint64_t>(args.count) * args.eltSize;
+  switch (args.type) {
+    case CollType::AllGather:
+    case CollType::ReduceScatter:
+    case CollType::AllToAll: r.bytes = blk * static_cast<uint64_t>(nranks_); break;
+    case CollType::Barrier: r.bytes = 0; break;
+    default: r.bytes = blk; break;
+  }
+  r.algo = p2p ? "p2p" : algo;
+  tel_->begin(r, nowNs());
+}
+
+}  // namespace weft
