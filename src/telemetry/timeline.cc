@@ -64,16 +64,26 @@ Status Timeline::open(const std::string& path, int rank, uint64_t commId, const 
   return Status();
 }
 
-void Timeline::event(const char* name, uint64_t beginNs, uint64_t endNs, const std::string& args) {
-  if (!*name) return;
-  buf_ += first_ ? "\n" : ",\n";
+void Timeline::event(const char* name, uint64_t beginNs, uint64_t endNs, const char* args) {
+  // Microseconds with three decimals, printed as integers (an event costs
+  // one snprintf without floating point).
+  const uint64_t dur = endNs - beginNs;
+  char line[256];
+  int n = snprintf(line, sizeof line,
+                   "%s{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%llu,\"ts\":%llu.%03u,"
+                   "\"dur\":%llu.%03u",
+                   first_ ? "\n" : ",\n", name, pid_, static_cast<unsigned long long>(tid_),
+                   static_cast<unsigned long long>(beginNs / 1000),
+                   static_cast<unsigned>(beginNs % 1000), static_cast<unsigned long long>(dur / 1000),
+                   static_cast<unsigned>(dur % 1000));
   first_ = false;
-  buf_ += strFormat("{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%llu,\"ts\":%.3f,\"dur\":%.3f",
-                    name, pid_, static_cast<unsigned long long>(tid_),
-                    static_cast<double>(beginNs) * 1e-3,
-                    static_cast<double>(endNs - beginNs) * 1e-3);
-  if (!args.empty()) buf_ += ",\"args\":{" + args + "}";
-  buf_ += "}";
+  buf_.append(line, static_cast<size_t>(std::min<int>(n, sizeof line - 1)));
+  if (*args) {
+    buf_ += ",\"args\":{";
+    buf_ += args;
+    buf_ += '}';
+  }
+  buf_ += '}';
 }
 
 void Timeline::add(const OpRecord& r, int64_t off, double busbw) {
@@ -82,18 +92,22 @@ void Timeline::add(const OpRecord& r, int64_t off, double busbw) {
   const uint64_t entry = g(r.entryNs), end = g(r.endNs);
   const uint64_t arrival = std::min(std::max(g(r.arrivalNs), entry), end);
   std::string name = collName(static_cast<CollType>(r.type));
-  std::string args = strFormat(
-      "\"seq\":%llu,\"bytes\":%llu,\"count\":%llu,\"algorithm\":\"%s\",\"busbw_GBs\":%.3f,"
-      "\"last_rank\":%d,\"wait_us\":%.3f,\"reduce_us\":%.3f,\"copy_us\":%.3f,\"status\":%d",
-      static_cast<unsigned long long>(r.seq), static_cast<unsigned long long>(r.bytes),
-      static_cast<unsigned long long>(r.count), r.algo, busbw, r.lastRank,
-      static_cast<double>(arrival - entry) * 1e-3, static_cast<double>(r.reduceNs) * 1e-3,
-      static_cast<double>(r.copyNs) * 1e-3, r.status);
+  char args[320];
+  snprintf(args, sizeof args,
+           "\"seq\":%llu,\"bytes\":%llu,\"count\":%llu,\"algorithm\":\"%s\",\"busbw_GBs\":%.3f,"
+           "\"last_rank\":%d,\"wait_ns\":%llu,\"reduce_ns\":%llu,\"copy_ns\":%llu,\"status\":%d",
+           static_cast<unsigned long long>(r.seq), static_cast<unsigned long long>(r.bytes),
+           static_cast<unsigned long long>(r.count), r.algo, busbw, r.lastRank,
+           static_cast<unsigned long long>(arrival - entry),
+           static_cast<unsigned long long>(r.reduceNs), static_cast<unsigned long long>(r.copyNs),
+           r.status);
   if (r.seq) name += strFormat(" #%llu", static_cast<unsigned long long>(r.seq));
   event(name.c_str(), entry, end, args);
-  if (arrival > entry)
-    event("WAIT_FOR_PEERS", entry, arrival,
-          r.lastRank >= 0 ? strFormat("\"last_rank\":%d", r.lastRank) : std::string());
+  if (arrival > entry) {
+    char last[32];
+    snprintf(last, sizeof last, "\"last_rank\":%d", r.lastRank);
+    event("WAIT_FOR_PEERS", entry, arrival, last);
+  }
   if (end > arrival) event("TRANSFER", arrival, end, "");
   for (int i = 0; i < r.nspans; ++i) {
     uint64_t b = std::max(g(r.spans[i].beginNs), arrival), e = std::min(g(r.spans[i].endNs), end);

@@ -33,7 +33,7 @@ class Timeline {
   void flush();
 
  private:
-  void event(const char* name, uint64_t beginNs, uint64_t endNs, const std::string& args);
+  void event(const char* name, uint64_t beginNs, uint64_t endNs, const char* args);
   int fd_ = -1;
   int pid_ = 0;
   uint64_t tid_ = 0;
