@@ -136,6 +136,23 @@ def case_mismatch():
                 fail("does not name rank 1's int32 call and the float one: " + l)
 
 
+def case_png():
+    # The per-rank stacked bars: a PNG file, when matplotlib is there.
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print("SKIP: python3 matplotlib is not installed")
+        sys.exit(77)
+    run_sim(["--ranks", "4", "--steps", "6", "--compute-ms", "2", "--bytes", "64K",
+             "--slow-rank", "1", "--slow-ms", "10"], stats_env())
+    png = os.path.join(TMP, "bars.png")
+    report("--png", png, TMP)
+    with open(png, "rb") as f:
+        head = f.read(8)
+    if head != b"\x89PNG\r\n\x1a\n" or os.path.getsize(png) < 2000:
+        fail("not a PNG image: %r" % head)
+
+
 def load_trace(path):
     with open(path) as f:
         d = json.load(f)  # must be valid JSON, whatever happened to the process
