@@ -136,6 +136,28 @@ def case_mismatch():
                 fail("does not name rank 1's int32 call and the float one: " + l)
 
 
+def case_interval():
+    # WEFT_STATS_INTERVAL_S: a rank killed mid-run (it never reaches
+    # destroy) still leaves the stats it wrote on the way, and weft-report
+    # reads the run with it.
+    env = stats_env()
+    env.update({"WEFT_STATS_INTERVAL_S": "0.1", "WEFT_TIMEOUT_S": "5"})
+    run_sim(["--ranks", "4", "--steps", "30", "--compute-ms", "20", "--bytes", "16K",
+             "--kill-rank", "1", "--kill-step", "20"], env, expect_ok=False)
+    path = os.path.join(TMP, "stats-1.json")
+    if not os.path.exists(path):
+        fail("the killed rank left no stats file")
+    with open(path) as f:
+        d = json.load(f)
+    if not 5 <= d["ops"] < 21:
+        fail("the killed rank's stats should hold some of its 20 ops: %d" % d["ops"])
+    if os.path.exists(path + ".tmp"):
+        fail("a temporary stats file was left behind")
+    _, comm = verdict(TMP)
+    if comm["ranks_missing"]:
+        fail("missing ranks %s" % comm["ranks_missing"])
+
+
 def case_png():
     # The per-rank stacked bars: a PNG file, when matplotlib is there.
     try:
