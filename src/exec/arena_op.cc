@@ -297,22 +297,20 @@ bool ArenaOp::progress(Status* st, bool* moved) {
       // B(g-1) know that already; a broadcast root, which does not wait,
       // runs at most one round ahead here.
       if (g > 1 && !arena_->reached(2 * g - 1, nullptr)) return false;
-      const uint64_t t0 = rec_ ? nowNs() : 0;
+      const uint64_t t0 = timed_ ? nowNs() : 0;
       phaseA(round_, par);
-      if (rec_) {
-        rec_->addWork(telemetry::SpanKind::Copy, t0, nowNs(), spans_);
-        rec_->sent[tx_] += stagedBytes(round_);
-      }
+      if (timed_) rec_->addWork(telemetry::SpanKind::Copy, t0, nowNs(), spans_);
+      if (rec_) rec_->sent[tx_] += stagedBytes(round_);
       arena_->publish(2 * g + 1);
       stage_ = 1;
       *moved = true;
     }
     if (stage_ == 1) {
       if (waitsInB() && !arena_->reached(2 * g + 1, nullptr)) return false;
-      const uint64_t t0 = rec_ ? nowNs() : 0;
-      if (rec_ && !rec_->firstByteNs) rec_->firstByteNs = t0;
+      const uint64_t t0 = timed_ ? nowNs() : 0;
+      if (timed_ && !rec_->firstByteNs) rec_->firstByteNs = t0;
       Status bs = phaseB(round_, par);
-      if (rec_) rec_->addWork(reduces() ? telemetry::SpanKind::Reduce : telemetry::SpanKind::Copy,
+      if (timed_) rec_->addWork(reduces() ? telemetry::SpanKind::Reduce : telemetry::SpanKind::Copy,
                               t0, nowNs(), spans_);
       if (bs.isError()) {
         *st = bs;
@@ -327,9 +325,9 @@ bool ArenaOp::progress(Status* st, bool* moved) {
       continue;
     }
     if (!arena_->reached(2 * g + 2, nullptr)) return false;
-    const uint64_t t0 = rec_ ? nowNs() : 0;
+    const uint64_t t0 = timed_ ? nowNs() : 0;
     phaseC(round_, par);
-    if (rec_) rec_->addWork(telemetry::SpanKind::Copy, t0, nowNs(), spans_);
+    if (timed_) rec_->addWork(telemetry::SpanKind::Copy, t0, nowNs(), spans_);
     stage_ = 0;
     ++round_;
     *moved = true;

@@ -73,6 +73,9 @@ class ArenaOp : public OpRunner {
     rec_ = rec;
     tx_ = tx;
     spans_ = tel && tel->wantSpans();
+    // Phases of small rounds take tens of ns: timing them (two clock reads
+    // each) would cost more than they do, so only the timeline asks for it.
+    timed_ = rec && (step_ >= telemetry::kTimedWorkBytes || spans_);
   }
 
   // Largest message that allreduce runs one-shot (every rank reduces it all).
@@ -113,6 +116,7 @@ class ArenaOp : public OpRunner {
   telemetry::Telemetry* tel_ = nullptr;
   telemetry::OpRecord* rec_ = nullptr;
   bool spans_ = false;
+  bool timed_ = false;  // phases are timed (telemetry, and big enough rounds)
   int tx_ = 0;
 };
 

@@ -132,19 +132,21 @@ void Engine::noteRecv(Op& op, const Completion& c) {
 
 void Engine::reduceStep(Op& op, const Step& s) {
   const size_t count = s.bytes / op.args.eltSize;
-  const uint64_t t0 = tel_ ? nowNs() : 0;
+  const bool timed = tel_ && (s.bytes >= telemetry::kTimedWorkBytes || spans_);
+  const uint64_t t0 = timed ? nowNs() : 0;
   if (s.kind == StepKind::Divide)
     divideByCount(bind(op, s.dst), count, op.dtype, static_cast<uint64_t>(nranks_));
   else
     reduceHost(bind(op, s.dst), bind(op, s.a), bind(op, s.b), count, op.dtype, op.args.op);
-  if (tel_) op.rec.addWork(telemetry::SpanKind::Reduce, t0, nowNs(), spans_);
+  if (timed) op.rec.addWork(telemetry::SpanKind::Reduce, t0, nowNs(), spans_);
 }
 
 void Engine::copyStep(Op& op, const Step& s) {
   if (!s.bytes) return;
-  const uint64_t t0 = tel_ ? nowNs() : 0;
+  const bool timed = tel_ && (s.bytes >= telemetry::kTimedWorkBytes || spans_);
+  const uint64_t t0 = timed ? nowNs() : 0;
   memmove(bind(op, s.dst), bind(op, s.a), s.bytes);
-  if (tel_) op.rec.addWork(telemetry::SpanKind::Copy, t0, nowNs(), spans_);
+  if (timed) op.rec.addWork(telemetry::SpanKind::Copy, t0, nowNs(), spans_);
 }
 
 // Runs or posts step i (pending, dependencies done). Returns false when the

@@ -13,6 +13,9 @@ namespace telemetry {
 constexpr int kMaxTransports = 6;
 // Spans of local work kept per op for the timeline (merged when adjacent).
 constexpr int kMaxSpans = 8;
+// Local work on fewer bytes is not timed (it takes less than the two clock
+// reads would), unless the timeline wants its spans.
+constexpr size_t kTimedWorkBytes = 4096;
 
 enum class SpanKind : uint8_t { Reduce = 0, Copy = 1 };
 
