@@ -72,6 +72,7 @@ Status Comm::init(const weft_unique_id_t& id) {
   engine_.reset(new Engine(rank_, nranks_, cfg_, eps, owners, all, peers_));
   setUpSelection();
   setUpTelemetry();
+  WEFT_RETURN_IF_ERROR(agreeOnSingleCopy());
   // Everyone connected before anyone sends.
   WEFT_RETURN_IF_ERROR(boot_->barrier(cfg_.bootstrapTimeoutS));
   tel_->unlinkBoard();

@@ -77,6 +77,9 @@ class Comm {
   // Telemetry (comm_telemetry.cc): created after the transports; the board
   // is opened before the init barrier and unlinked after it.
   void setUpTelemetry();
+  // The arena's single-copy mode: on only if every rank may read every
+  // other's memory and wants it (collective over the bootstrap; comm_arena.cc).
+  Status agreeOnSingleCopy();
   // Fills `r` for a new op and starts its clock (entry).
   void startRecord(telemetry::OpRecord& r, const CollArgs& args, weft_datatype_t dt,
                    uint64_t seq, const char* algo);

@@ -20,6 +20,7 @@ struct Config {
   int shmSlots = 8;                // WEFT_SHM_SLOTS: slots per shm FIFO
   std::string algo;                // WEFT_ALGO: algorithm override (see docs/tuning.md)
   size_t shmArenaChunk = 1 << 20;  // WEFT_SHM_ARENA_CHUNK: bytes per arena round; 0 = no arena
+  size_t shmDirectMin = 64 << 10;  // WEFT_SHM_DIRECT_MIN: single-copy bcast/allgather from; 0 = off
   long spinUs = -1;                // WEFT_SPIN_US: spin before sleeping; -1 = auto
 
   // Telemetry (src/telemetry/, docs/telemetry.md).

@@ -87,6 +87,11 @@ ArenaOp::ArenaOp(shm::Arena* arena, const CollArgs& args, weft_datatype_t dt, co
     default: break;  // barrier: one round, no data
   }
   if (step_ % e) step_ -= step_ % e;
+  // Single copy: one round in which readers copy straight from the owners'
+  // buffers (Arena::readFrom); every rank then waits until all have read.
+  direct_ = arena->directMin() > 0 && blk >= arena->directMin() &&
+            (args.type == CollType::Broadcast || args.type == CollType::AllGather);
+  if (direct_) step_ = total_;
   const size_t outBytes = args.type == CollType::AllGather || args.type == CollType::AllToAll
                               ? blk * static_cast<size_t>(n_)
                               : blk;
@@ -102,6 +107,8 @@ std::string ArenaOp::describe() const { return describeOp(args_, dt_, seq_); }
 
 size_t ArenaOp::stagedBytes(size_t j) const {
   const size_t len = std::min(step_, total_ - j * step_);
+  if (direct_)  // not staged: read in place by the others
+    return args_.type == CollType::AllGather || me_ == args_.root ? len : 0;
   switch (args_.type) {
     case CollType::AllReduce:
     case CollType::Reduce: {
@@ -124,11 +131,11 @@ bool ArenaOp::reduces() const {
 }
 
 bool ArenaOp::anyC() const {
-  return (args_.type == CollType::AllReduce && !oneShot_) || args_.type == CollType::Reduce;
+  return direct_ || (args_.type == CollType::AllReduce && !oneShot_) || args_.type == CollType::Reduce;
 }
 
 bool ArenaOp::hasC() const {
-  return (args_.type == CollType::AllReduce && !oneShot_) ||
+  return direct_ || (args_.type == CollType::AllReduce && !oneShot_) ||
          (args_.type == CollType::Reduce && me_ == args_.root);
 }
 
@@ -141,7 +148,7 @@ uint64_t ArenaOp::target() const {
 bool ArenaOp::waitsInB() const {
   // A broadcast root reads nothing in B: it stages and goes on (so back-to-
   // back broadcasts pipeline, as eager ones do elsewhere).
-  return !(args_.type == CollType::Broadcast && me_ == args_.root);
+  return direct_ || !(args_.type == CollType::Broadcast && me_ == args_.root);
 }
 
 void ArenaOp::part(size_t len, int p, size_t* off, size_t* plen) const {
@@ -157,7 +164,10 @@ void ArenaOp::part(size_t len, int p, size_t* off, size_t* plen) const {
 void ArenaOp::phaseA(size_t j, int par) {
   const size_t lo = j * step_, len = std::min(step_, total_ - lo);
   char* mine = arena_->buf(me_, par);
-  if (j == 0) arena_->setDesc(par, descWord0(args_, dt_), args_.count, rec_ ? rec_->stamp : 0);
+  if (j == 0)
+    arena_->setDesc(par, descWord0(args_, dt_), args_.count, rec_ ? rec_->stamp : 0,
+                    direct_ ? send_ : nullptr);
+  if (direct_) return;  // the readers copy from send_ in B
   switch (args_.type) {
     case CollType::AllReduce:
     case CollType::Reduce:
@@ -202,6 +212,7 @@ Status ArenaOp::phaseB(size_t j, int par) {
           me_, arena_->describe(p).c_str(), describeDesc(d[0], d[1]).c_str()));
     }
   }
+  if (direct_) return directB(par);
   const void* srcsInline[16];
   std::vector<const void*> srcsHeap;
   const void** srcs = srcsInline;
@@ -269,7 +280,28 @@ Status ArenaOp::phaseB(size_t j, int par) {
   return Status::ok();
 }
 
+Status ArenaOp::directB(int par) {
+  const size_t blk = total_;
+  if (args_.type == CollType::Broadcast) {
+    if (me_ == args_.root) {
+      if (!args_.inPlace) copy(recv_, send_, blk);
+      return Status::ok();
+    }
+    return arena_->readFrom(args_.root, arena_->addr(args_.root, par), recv_, blk);
+  }
+  for (int p = 0; p < n_; ++p) {  // allgather
+    uint8_t* dst = recv_ + static_cast<size_t>(p) * blk;
+    if (p == me_) {
+      copy(dst, send_, blk);
+      continue;
+    }
+    WEFT_RETURN_IF_ERROR(arena_->readFrom(p, arena_->addr(p, par), dst, blk));
+  }
+  return Status::ok();
+}
+
 void ArenaOp::phaseC(size_t j, int par) {
+  if (direct_) return;  // C only waits: every rank has read my buffer
   const size_t lo = j * step_, len = std::min(step_, total_ - lo);
   for (int p = 0; p < n_; ++p) {
     if (p == me_) continue;

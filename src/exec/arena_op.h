@@ -31,6 +31,11 @@
 //     reduces its block from all ranks.
 //   alltoall: each stages the n-1 blocks for the others; each copies its.
 //   barrier: one round without data.
+// Single copy (broadcast and allgather of at least Arena::directMin bytes,
+// when every rank may read every other's memory): one round; A publishes the
+// address of my send buffer with the descriptor; B reads the owners' buffers
+// straight into my output (process_vm_readv, or memcpy between threads); C
+// waits until every rank has read, so that no buffer is released early.
 // In round 0's A each rank also writes a descriptor of its collective
 // (type, datatype, op, root, count); B compares them, so ranks that called
 // different collectives get WEFT_ERR_INVALID_USAGE naming both calls. (A
@@ -85,6 +90,7 @@ class ArenaOp : public OpRunner {
   void phaseA(size_t j, int par);
   Status phaseB(size_t j, int par);
   void phaseC(size_t j, int par);
+  Status directB(int par);  // B of the single-copy mode
   bool hasC() const;  // this rank runs a C phase
   bool anyC() const;  // some rank does (so B's flag is published)
   bool reduces() const;
@@ -106,6 +112,7 @@ class ArenaOp : public OpRunner {
   uint64_t seq_;
   int me_, n_;
   bool oneShot_ = false;
+  bool direct_ = false;     // single copy (Arena::directMin)
   bool streamOut_ = false;  // outputs written with non-temporal stores
   size_t total_ = 0;  // bytes the rounds cover
   size_t step_ = 0;   // bytes per round

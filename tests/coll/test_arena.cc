@@ -4,8 +4,13 @@
 // mismatched calls, and a peer that stops.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 
 #include "coll/check.h"
 
@@ -124,4 +129,41 @@ TEST_CASE("arena: a rank that stops calling times out naming it", "[coll][arena]
   INFO(out);
   CHECK(out.find("rank 0: #ok") != std::string::npos);
   CHECK(out.find("rank 2: #ok") != std::string::npos);
+}
+
+TEST_CASE("arena: single-copy broadcast and allgather - processes and threads",
+          "[coll][arena][direct]") {
+  // WEFT_SHM_DIRECT_MIN=1: every broadcast and allgather reads the owners'
+  // buffers in place (process_vm_readv between processes, memcpy between
+  // threads), in place or not, from every root, odd sizes included.
+  auto body = [](weft_comm_t c, int r, int n) {
+    for (Coll coll : {Coll::Broadcast, Coll::AllGather})
+      for (weft_datatype_t dt : {WEFT_FLOAT32, WEFT_INT8})
+        for (size_t count : {size_t(1), size_t(1001), size_t(300007)})
+          for (bool ip : {false, true})
+            for (int root = 0; root < n; ++root) {
+              std::string e = runAndCheck(c, r, n, coll, dt, WEFT_SUM, count, ip, root);
+              if (!e.empty()) return e;
+            }
+    return std::string();
+  };
+  char dir[] = "/tmp/weft-direct-XXXXXX";
+  REQUIRE(mkdtemp(dir));
+  const std::string log = std::string(dir) + "/log";
+  for (int n : {2, 3}) {
+    INFO("processes, n=" << n);
+    std::string err = runProcesses(
+        n, body,
+        {"WEFT_SHM_DIRECT_MIN=1", "WEFT_TRANSPORTS=shm", "WEFT_DEBUG=INFO",
+         "WEFT_DEBUG_SUBSYS=TRANSPORT", "WEFT_DEBUG_FILE=" + log});
+    REQUIRE(err == "");
+  }
+  // The mode really was on (rank 0 says so at init).
+  std::ifstream f(log);
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  CHECK(text.find("single-copy broadcast/allgather from 1 bytes") != std::string::npos);
+  std::remove(log.c_str());
+  rmdir(dir);
+  ScopedEnv direct("WEFT_SHM_DIRECT_MIN", "1");
+  REQUIRE(runThreads(3, body) == "");
 }

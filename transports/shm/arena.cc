@@ -3,10 +3,13 @@
 #include <linux/futex.h>
 #include <sched.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "core/clock.h"
 #include "core/cpu.h"
@@ -43,6 +46,40 @@ Arena::Arena(int rank, int nranks, std::vector<Segment*> blocks, std::vector<Pid
   // Auto: spin long when every rank has a core (a sleep/wake pair costs a
   // few microseconds), barely when ranks share cores.
   spin_.configure(spinUs, oversubscribed_);
+}
+
+bool Arena::probeDirect() const {
+  for (int r = 0; r < nranks_; ++r) {
+    if (r == rank_ || hdr_[r]->creatorPid == getpid()) continue;
+    uint64_t v = 0;
+    if (readFrom(r, hdr_[r]->probeAddr, &v, sizeof v).isError() || v != hdr_[r]->probeValue)
+      return false;
+  }
+  return true;
+}
+
+Status Arena::readFrom(int r, uint64_t remote, void* dst, size_t n) const {
+  if (!n) return Status::ok();
+  const pid_t pid = hdr_[r]->creatorPid;
+  if (pid == getpid()) {  // a thread of this process: the address is ours too
+    memcpy(dst, reinterpret_cast<const void*>(remote), n);
+    return Status::ok();
+  }
+  size_t done = 0;
+  while (done < n) {
+    iovec local{static_cast<char*>(dst) + done, n - done};
+    iovec far{reinterpret_cast<void*>(remote + done), n - done};
+    ssize_t k = process_vm_readv(pid, &local, 1, &far, 1, 0);
+    if (k <= 0) {
+      if (k < 0 && errno == EINTR) continue;
+      return Status(WEFT_ERR_SYSTEM,
+                    strFormat("rank %d: reading %zu bytes of %s's memory (process_vm_readv): %s",
+                              rank_, n - done, describe_[r].c_str(),
+                              k < 0 ? strerror(errno) : "nothing read"));
+    }
+    done += static_cast<size_t>(k);
+  }
+  return Status::ok();
 }
 
 void Arena::publish(uint64_t flag) {

@@ -65,11 +65,25 @@ class Arena {
   // Rank r's descriptor words for rounds of parity `par` (2 words each).
   const uint64_t* desc(int r, int par) const { return hdr_[r]->lines[par].desc; }
   // Writes this rank's descriptor for parity `par` (before publishing).
-  void setDesc(int par, uint64_t w0, uint64_t w1, uint64_t stamp) {
+  void setDesc(int par, uint64_t w0, uint64_t w1, uint64_t stamp, const void* addr = nullptr) {
     hdr_[rank_]->lines[par].desc[0] = w0;
     hdr_[rank_]->lines[par].desc[1] = w1;
     hdr_[rank_]->lines[par].stamp = stamp;
+    hdr_[rank_]->lines[par].addr = reinterpret_cast<uint64_t>(addr);
   }
+  // Rank r's published buffer for parity `par` (single-copy mode).
+  uint64_t addr(int r, int par) const { return hdr_[r]->lines[par].addr; }
+
+  // Single-copy mode: ranks read each other's buffers directly, with
+  // process_vm_readv (or memcpy between threads of one process). probe()
+  // checks that this rank may read every other rank's memory; the
+  // communicator agrees on the result and sets directMin: broadcasts and
+  // allgathers of at least that many bytes then run single-copy (0: never).
+  bool probeDirect() const;
+  void setDirectMin(size_t bytes) { directMin_ = bytes; }
+  size_t directMin() const { return directMin_; }
+  // Copies n bytes at `remote` in rank r's address space to `dst`.
+  Status readFrom(int r, uint64_t remote, void* dst, size_t n) const;
   // Rank r's arrival stamp for parity `par` (in the line its flag is in).
   uint64_t stamp(int r, int par) const { return hdr_[r]->lines[par].stamp; }
 
@@ -125,6 +139,7 @@ class Arena {
   SpinBudget spin_;
   bool oversubscribed_;
   mutable std::vector<uint64_t> seen_;  // highest seq reached() has read per rank
+  size_t directMin_ = 0;
 };
 
 }  // namespace shm

@@ -82,6 +82,9 @@ Status Segment::create(const std::string& name, int src, int dst, uint32_t slots
   h->src = src;
   h->dst = dst;
   h->creatorPid = getpid();
+  h->probeValue = (static_cast<uint64_t>(getpid()) << 32) ^ reinterpret_cast<uint64_t>(h) ^
+                  0x5eedf00dcafe1234ull;
+  h->probeAddr = reinterpret_cast<uint64_t>(&h->probeValue);
   h->slotBytes = slotBytes;
   h->slotStride = roundUp(sizeof(SlotHeader) + slotBytes, kCacheLine);
   h->attached.store(0, std::memory_order_relaxed);

@@ -46,6 +46,11 @@ struct alignas(kCacheLine) FifoHeader {
   uint64_t slotStride;             // bytes from one slot to the next (header + payload, padded)
   std::atomic<uint32_t> attached;  // set by the sender once it mapped the segment
   std::atomic<uint32_t> broken;    // set by the receiver on a protocol error
+  // Where `probeValue` lies in the creator's address space: a peer that
+  // reads it there with process_vm_readv and finds the value knows that it
+  // may read the creator's memory (the arena's single-copy mode).
+  uint64_t probeAddr;
+  uint64_t probeValue;
   alignas(kCacheLine) std::atomic<uint64_t> head;  // slots published (sender writes)
   alignas(kCacheLine) std::atomic<uint64_t> tail;  // slots consumed (receiver writes)
   // Rank blocks only (arena.h): one line per round parity. `seq` is the
@@ -55,6 +60,7 @@ struct alignas(kCacheLine) FifoHeader {
     std::atomic<uint64_t> seq;
     uint64_t desc[2];
     uint64_t stamp;  // telemetry: the rank's arrival stamp for the collective
+    uint64_t addr;   // single-copy mode: the creator's buffer, in its address space
   };
   ArenaLine lines[2];
   // The creator sleeps on `bell` (a futex word) after setting `sleeping`;
