@@ -89,8 +89,11 @@ ArenaOp::ArenaOp(shm::Arena* arena, const CollArgs& args, weft_datatype_t dt, co
   if (step_ % e) step_ -= step_ % e;
   // Single copy: one round in which readers copy straight from the owners'
   // buffers (Arena::readFrom); every rank then waits until all have read.
+  // (Not an in-place alltoall: each rank overwrites the blocks the others
+  // would still be reading.)
   direct_ = arena->directMin() > 0 && blk >= arena->directMin() &&
-            (args.type == CollType::Broadcast || args.type == CollType::AllGather);
+            (args.type == CollType::Broadcast || args.type == CollType::AllGather ||
+             (args.type == CollType::AllToAll && !args.inPlace));
   if (direct_) step_ = total_;
   const size_t outBytes = args.type == CollType::AllGather || args.type == CollType::AllToAll
                               ? blk * static_cast<size_t>(n_)
@@ -108,7 +111,9 @@ std::string ArenaOp::describe() const { return describeOp(args_, dt_, seq_); }
 size_t ArenaOp::stagedBytes(size_t j) const {
   const size_t len = std::min(step_, total_ - j * step_);
   if (direct_)  // not staged: read in place by the others
-    return args_.type == CollType::AllGather || me_ == args_.root ? len : 0;
+    return args_.type == CollType::AllToAll ? len * static_cast<size_t>(n_ - 1)
+           : args_.type == CollType::AllGather || me_ == args_.root ? len
+                                                                      : 0;
   switch (args_.type) {
     case CollType::AllReduce:
     case CollType::Reduce: {
@@ -289,13 +294,16 @@ Status ArenaOp::directB(int par) {
     }
     return arena_->readFrom(args_.root, arena_->addr(args_.root, par), recv_, blk);
   }
-  for (int p = 0; p < n_; ++p) {  // allgather
+  // allgather: every rank's block; alltoall: my block of every rank's input.
+  const bool a2a = args_.type == CollType::AllToAll;
+  const size_t mine = a2a ? static_cast<size_t>(me_) * blk : 0;
+  for (int p = 0; p < n_; ++p) {
     uint8_t* dst = recv_ + static_cast<size_t>(p) * blk;
     if (p == me_) {
-      copy(dst, send_, blk);
+      copy(dst, send_ + mine, blk);
       continue;
     }
-    WEFT_RETURN_IF_ERROR(arena_->readFrom(p, arena_->addr(p, par), dst, blk));
+    WEFT_RETURN_IF_ERROR(arena_->readFrom(p, arena_->addr(p, par) + mine, dst, blk));
   }
   return Status::ok();
 }

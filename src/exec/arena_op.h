@@ -31,7 +31,8 @@
 //     reduces its block from all ranks.
 //   alltoall: each stages the n-1 blocks for the others; each copies its.
 //   barrier: one round without data.
-// Single copy (broadcast and allgather of at least Arena::directMin bytes,
+// Single copy (broadcast, allgather and out-of-place alltoall of at least
+// Arena::directMin bytes per block,
 // when every rank may read every other's memory): one round; A publishes the
 // address of my send buffer with the descriptor; B reads the owners' buffers
 // straight into my output (process_vm_readv, or memcpy between threads); C

@@ -131,13 +131,13 @@ TEST_CASE("arena: a rank that stops calling times out naming it", "[coll][arena]
   CHECK(out.find("rank 2: #ok") != std::string::npos);
 }
 
-TEST_CASE("arena: single-copy broadcast and allgather - processes and threads",
+TEST_CASE("arena: single-copy broadcast - allgather and alltoall - processes and threads",
           "[coll][arena][direct]") {
   // WEFT_SHM_DIRECT_MIN=1: every broadcast and allgather reads the owners'
   // buffers in place (process_vm_readv between processes, memcpy between
   // threads), in place or not, from every root, odd sizes included.
   auto body = [](weft_comm_t c, int r, int n) {
-    for (Coll coll : {Coll::Broadcast, Coll::AllGather})
+    for (Coll coll : {Coll::Broadcast, Coll::AllGather, Coll::AllToAll})
       for (weft_datatype_t dt : {WEFT_FLOAT32, WEFT_INT8})
         for (size_t count : {size_t(1), size_t(1001), size_t(300007)})
           for (bool ip : {false, true})
