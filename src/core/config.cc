@@ -90,6 +90,8 @@ Config Config::fromEnv() {
   c.shmArenaChunk = envBytes("WEFT_SHM_ARENA_CHUNK", c.shmArenaChunk);
   if (c.shmArenaChunk && c.shmArenaChunk < 4096) c.shmArenaChunk = 4096;
   c.spinUs = envLong("WEFT_SPIN_US", c.spinUs, -1, 1000000);
+  c.topoFile = envStr("WEFT_TOPO_FILE");
+  c.topoDumpFile = envStr("WEFT_TOPO_DUMP_FILE");
   return c;
 }
 

@@ -21,6 +21,8 @@ struct Config {
   std::string algo;                // WEFT_ALGO: algorithm override (see docs/tuning.md)
   size_t shmArenaChunk = 1 << 20;  // WEFT_SHM_ARENA_CHUNK: bytes per arena round; 0 = no arena
   long spinUs = -1;                // WEFT_SPIN_US: spin before sleeping; -1 = auto
+  std::string topoFile;            // WEFT_TOPO_FILE: load this topology instead of detecting
+  std::string topoDumpFile;        // WEFT_TOPO_DUMP_FILE: write the topology used here
 
   // Reads every WEFT_* variable; unknown values fall back to defaults with a warning.
   static Config fromEnv();
