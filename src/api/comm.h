@@ -18,6 +18,7 @@
 #include "algo/select.h"
 #include "bootstrap/bootstrap.h"
 #include "exec/engine.h"
+#include "topo/comm_topo.h"
 #include "transports/shm/arena.h"
 #include "transports/transport.h"
 #include "weft.h"
@@ -84,6 +85,7 @@ class Comm {
   std::unique_ptr<Engine> engine_;
   shm::Arena* arena_ = nullptr;  // all ranks on this host: the shm arena
   CostModel model_;
+  topo::CommTopology topo_;  // the View: ring order, path class per peer
   AlgoRules rules_;  // WEFT_ALGO
   struct CachedChoice {
     CollType type = CollType::Send;
