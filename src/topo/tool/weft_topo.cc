@@ -116,7 +116,7 @@ void printView(const View& v) {
   printf("view: %s\n", v.describe().c_str());
   for (size_t c = 0; c < v.channels.size(); ++c)
     printf("  channel %zu: %s, %d socket crossing(s)\n", c,
-           v.nvlinkOnly(static_cast<int>(c)) ? "NVLink/local hops only" : "uses PCI/SMP hops",
+           v.nvlinkOnly(static_cast<int>(c)) ? "NVLink or same-device hops only" : "uses PCI/SMP hops",
            v.crossings(static_cast<int>(c)));
   std::string dev;
   for (int r = 0; r < v.ranksPerNode; ++r)
@@ -151,30 +151,43 @@ void printView(const View& v) {
   }
 }
 
+// A string safe inside a Graphviz double-quoted label.
+std::string dotQuote(const std::string& in) {
+  std::string out;
+  for (char c : in) {
+    if (c == '"' || c == '\\') out.push_back('\\');
+    if (static_cast<unsigned char>(c) >= 0x20) out.push_back(c);
+  }
+  return out;
+}
+
 void printDot(const System& s) {
   printf("graph weft_topology {\n  node [shape=box, fontname=\"Helvetica\"];\n");
-  printf("  label=\"%s\";\n", s.name.c_str());
+  printf("  label=\"%s\";\n", dotQuote(s.name).c_str());
   for (const Node& n : s.nodes) {
     const char* color = n.type == NodeType::Gpu ? "palegreen" : n.type == NodeType::Nic ? "lightblue"
                         : n.type == NodeType::Cpu || n.type == NodeType::Numa ? "lightgray"
                                                                               : "white";
-    printf("  \"%s\" [label=\"%s\\n%s\", style=filled, fillcolor=%s];\n", n.id.c_str(), n.id.c_str(),
-           n.name.c_str(), color);
+    printf("  \"%s\" [label=\"%s\\n%s\", style=filled, fillcolor=%s];\n", dotQuote(n.id).c_str(),
+           dotQuote(n.id).c_str(), dotQuote(n.name).c_str(), color);
   }
   for (const Link& l : s.links) {
     const char* color = l.type == LinkType::NvLink ? "darkgreen" : l.type == LinkType::Smp ? "red" : "black";
-    printf("  \"%s\" -- \"%s\" [label=\"%s\", color=%s];\n", s.nodes[l.a].id.c_str(),
-           s.nodes[l.b].id.c_str(), linkText(l).c_str(), color);
+    printf("  \"%s\" -- \"%s\" [label=\"%s\", color=%s];\n", dotQuote(s.nodes[l.a].id).c_str(),
+           dotQuote(s.nodes[l.b].id).c_str(), linkText(l).c_str(), color);
   }
   printf("}\n");
 }
 
 void printSimulation(const View& v) {
   const CostModel m = costModelFor(v);
-  printf("simulate: allreduce, %d rank(s) = %d node(s) x %d; model: intra %.1f GB/s %.2f us, "
-         "inter %.1f GB/s %.1f us, reduce %.0f GB/s\n",
+  std::string inter = v.nodes > 1 ? strFormat(", inter %.1f GB/s %.1f us", m.inter.bandwidthGBs,
+                                               m.inter.latencyUs)
+                                   : "";
+  printf("simulate: allreduce, %d rank(s) = %d node(s) x %d; model: intra %.1f GB/s %.2f us%s, "
+         "reduce %.0f GB/s\n",
          v.nranks(), v.nodes, v.ranksPerNode, m.intra.bandwidthGBs, m.intra.latencyUs,
-         m.inter.bandwidthGBs, m.inter.latencyUs, m.reduceGBs);
+         inter.c_str(), m.reduceGBs);
   std::vector<size_t> sizes = {size_t(1) << 20, size_t(64) << 20, size_t(1) << 30, size_t(8) << 30};
   const std::vector<SimRow> rows = simulateAllReduce(v, sizes);
   printf("%12s %10s %10s %12s %14s\n", "size", "algorithm", "chunk", "time (us)", "busbw (GB/s)");
