@@ -69,7 +69,8 @@ Status systemFor(const Config& cfg, std::shared_ptr<const System>* out) {
 
 std::string expandPath(std::string p, const std::string& host) {
   for (size_t i; (i = p.find("%h")) != std::string::npos;) p.replace(i, 2, host);
-  for (size_t i; (i = p.find("%p")) != std::string::npos;) p.replace(i, 2, std::to_string(getpid()));
+  for (size_t i; (i = p.find("%p")) != std::string::npos;)
+    p.replace(i, 2, std::to_string(getpid()));
   return p;
 }
 
@@ -126,7 +127,8 @@ Status setUpCommTopology(const Config& cfg, const std::vector<PeerInfo>& peers, 
   const int local = static_cast<int>(std::find(mine.begin(), mine.end(), rank) - mine.begin());
   // A layout the View does not take (more than 1024 ranks on a host) keeps
   // rank order; every rank still joins the allgather.
-  Status vs = View::build(*t.system, std::min(t.hosts, 65536), static_cast<int>(mine.size()), &t.view);
+  Status vs =
+      View::build(*t.system, std::min(t.hosts, 65536), static_cast<int>(mine.size()), &t.view);
   if (vs.isError()) WEFT_WARN(kInit, "topology: %s; rank order kept", vs.message().c_str());
   std::string chain;
   if (vs.isOk()) chain = encode(t.hosts > 1 ? t.view.channels[0].chain : t.view.channels[0].ring);
@@ -138,8 +140,9 @@ Status setUpCommTopology(const Config& cfg, const std::vector<PeerInfo>& peers, 
     std::vector<int> order;
     if (!decode(all[ranks[0]], static_cast<int>(ranks.size()), &order)) {
       if (!all[ranks[0]].empty())
-        WEFT_WARN(kInit, "topology: rank %d sent an unreadable ring order; host %s keeps rank order",
-                ranks[0], peers[ranks[0]].hostname.c_str());
+        WEFT_WARN(kInit,
+                  "topology: rank %d sent an unreadable ring order; host %s keeps rank order",
+                  ranks[0], peers[ranks[0]].hostname.c_str());
       order.resize(ranks.size());
       for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
     }
@@ -179,7 +182,8 @@ Status setUpCommTopology(const Config& cfg, const std::vector<PeerInfo>& peers, 
 std::vector<size_t> transportOrder(const CommTopology& t,
                                    const std::vector<std::unique_ptr<Transport>>& cands, int peer) {
   std::vector<std::string> names;
-  const PathClass cls = peer < static_cast<int>(t.peerClass.size()) ? t.peerClass[peer] : PathClass::None;
+  const PathClass cls =
+      peer < static_cast<int>(t.peerClass.size()) ? t.peerClass[peer] : PathClass::None;
   switch (cls) {
     case PathClass::Loc:
       names = {"self", "shm", "tcp"};

@@ -3,13 +3,14 @@
 // by bus id. What hwloc does not say is assumed and noted: the socket links
 // (two UPI links per pair) and the PCIe speed of a link hwloc reports as 0
 // (virtual devices: gen3 x16).
+#include "topo/detect.h"
+
 #include <hwloc.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <map>
 
-#include "topo/detect.h"
 #include "topo/link_table.h"
 
 namespace weft {
@@ -24,8 +25,8 @@ class Builder {
   void cpusAndNuma() {
     const int npkg = hwloc_get_nbobjs_by_type(t_, HWLOC_OBJ_PACKAGE);
     for (int i = 0; i < std::max(npkg, 1); ++i) {
-      hwloc_obj_t o = npkg > 0 ? hwloc_get_obj_by_type(t_, HWLOC_OBJ_PACKAGE, i)
-                               : hwloc_get_root_obj(t_);
+      hwloc_obj_t o =
+          npkg > 0 ? hwloc_get_obj_by_type(t_, HWLOC_OBJ_PACKAGE, i) : hwloc_get_root_obj(t_);
       Node n;
       n.type = NodeType::Cpu;
       n.id = strFormat("cpu%d", i);
@@ -48,8 +49,8 @@ class Builder {
       notes_->push_back("socket links are not detected: assumed 2 UPI links (41.6 GB/s) per pair");
     const int nnuma = hwloc_get_nbobjs_by_type(t_, HWLOC_OBJ_NUMANODE);
     for (int i = 0; i < std::max(nnuma, 1); ++i) {
-      hwloc_obj_t o = nnuma > 0 ? hwloc_get_obj_by_type(t_, HWLOC_OBJ_NUMANODE, i)
-                                : hwloc_get_root_obj(t_);
+      hwloc_obj_t o =
+          nnuma > 0 ? hwloc_get_obj_by_type(t_, HWLOC_OBJ_NUMANODE, i) : hwloc_get_root_obj(t_);
       Node n;
       n.type = NodeType::Numa;
       n.id = strFormat("numa%d", i);
@@ -95,7 +96,8 @@ class Builder {
     } else {
       l->gen = 3;
       l->width = 16;
-      if (!assumedNoted_) notes_->push_back("PCIe link speed unknown for some devices: assumed gen3 x16");
+      if (!assumedNoted_)
+        notes_->push_back("PCIe link speed unknown for some devices: assumed gen3 x16");
       assumedNoted_ = true;
     }
   }

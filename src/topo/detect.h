@@ -15,11 +15,11 @@ namespace topo {
 
 // A device found outside hwloc, placed in the PCI tree by its bus id.
 struct NicInfo {
-  std::string name;    // "mlx5_0", "eth0"
-  std::string busId;   // "0000:3b:00.0"; empty for a virtual interface
-  std::string type;    // "ib", "roce", "eth"
+  std::string name;   // "mlx5_0", "eth0"
+  std::string busId;  // "0000:3b:00.0"; empty for a virtual interface
+  std::string type;   // "ib", "roce", "eth"
   double speedGbps = 0;
-  std::string gid;     // RDMA: GID 0 of port 1, when readable
+  std::string gid;  // RDMA: GID 0 of port 1, when readable
 };
 
 struct GpuInfo {

@@ -43,8 +43,10 @@ bool fromNvml(std::vector<GpuInfo>* out, std::vector<std::string>* notes) {
   auto name = sym<int (*)(Dev, char*, unsigned)>(lib, "nvmlDeviceGetName");
   auto cc = sym<int (*)(Dev, int*, int*)>(lib, "nvmlDeviceGetCudaComputeCapability");
   auto linkState = sym<int (*)(Dev, unsigned, int*)>(lib, "nvmlDeviceGetNvLinkState");
-  auto remotePci = sym<int (*)(Dev, unsigned, NvmlPciInfo*)>(lib, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
-  auto remoteType = sym<int (*)(Dev, unsigned, unsigned*)>(lib, "nvmlDeviceGetNvLinkRemoteDeviceType");
+  auto remotePci =
+      sym<int (*)(Dev, unsigned, NvmlPciInfo*)>(lib, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
+  auto remoteType =
+      sym<int (*)(Dev, unsigned, unsigned*)>(lib, "nvmlDeviceGetNvLinkRemoteDeviceType");
   unsigned n = 0;
   if (!init || !shutdown || !count || !byIndex || !pciInfo || init() != 0) {
     notes->push_back("nvml: present but does not initialize (no driver?)");

@@ -111,8 +111,7 @@ void findEthernet(std::vector<NicInfo>* out, std::vector<std::string>* notes) {
   }
   closedir(d);
   notes->push_back(strFormat("sysfs: %d Ethernet interface(s) on PCI devices%s%s", found,
-                             skipped.empty() ? "" : "; without a PCI device: ",
-                             skipped.c_str()));
+                             skipped.empty() ? "" : "; without a PCI device: ", skipped.c_str()));
 }
 
 }  // namespace

@@ -23,10 +23,14 @@ double smpLinkGBs(const std::string& tech) {
 
 double linkLatencyUs(LinkType t) {
   switch (t) {
-    case LinkType::Pcie: return 0.3;
-    case LinkType::NvLink: return 0.5;
-    case LinkType::Smp: return 0.2;
-    case LinkType::Mem: return 0.1;
+    case LinkType::Pcie:
+      return 0.3;
+    case LinkType::NvLink:
+      return 0.5;
+    case LinkType::Smp:
+      return 0.2;
+    case LinkType::Mem:
+      return 0.1;
   }
   return 1;
 }
@@ -42,10 +46,18 @@ bool fillLinkDefaults(Link* l) {
   if (l->bwGBs > 0) return true;
   const int count = l->count > 0 ? l->count : 1;
   switch (l->type) {
-    case LinkType::Pcie: l->bwGBs = pcieLaneGBs(l->gen) * l->width; break;
-    case LinkType::NvLink: l->bwGBs = nvlinkGBs(l->gen) * count; break;
-    case LinkType::Smp: l->bwGBs = smpLinkGBs(l->tech) * count; break;
-    case LinkType::Mem: l->bwGBs = kMemLinkGBs; break;
+    case LinkType::Pcie:
+      l->bwGBs = pcieLaneGBs(l->gen) * l->width;
+      break;
+    case LinkType::NvLink:
+      l->bwGBs = nvlinkGBs(l->gen) * count;
+      break;
+    case LinkType::Smp:
+      l->bwGBs = smpLinkGBs(l->tech) * count;
+      break;
+    case LinkType::Mem:
+      l->bwGBs = kMemLinkGBs;
+      break;
   }
   return l->bwGBs > 0;
 }

@@ -17,7 +17,8 @@ CostModel costModelFor(const View& v) {
   double lat = 0;
   const Channel& c0 = v.channels[0];
   for (size_t k = 0; k < c0.ring.size() && c0.ring.size() > 1; ++k)
-    lat = std::max(lat, s.path(v.device[c0.ring[k]], v.device[c0.ring[(k + 1) % c0.ring.size()]]).latUs);
+    lat = std::max(lat,
+                   s.path(v.device[c0.ring[k]], v.device[c0.ring[(k + 1) % c0.ring.size()]]).latUs);
   m.intra = LinkClass{std::max(lat, 0.1), v.ringGBs()};
   double netLat = 0;
   for (const Channel& c : v.channels)

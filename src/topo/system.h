@@ -44,25 +44,25 @@ const char* pathClassName(PathClass c);  // "LOC", "NVL", ...
 
 struct Node {
   NodeType type = NodeType::Cpu;
-  std::string id;       // unique in the system: "cpu0", "gpu3", "nic1"
-  std::string name;     // model or interface: "H100 80GB HBM3", "mlx5_0", "eth0"
-  std::string busId;    // PCI: "0000:18:00.0" (GPU, NIC, PCI switch); may be empty
-  int parent = -1;      // the node above in the tree (NUMA -> CPU, device -> PCI/NUMA)
-  int cores = 0;        // CPU, NUMA: cores
-  double memGB = 0;     // NUMA: memory
-  std::string nicType;  // NIC: "ib", "roce", "eth"
-  double speedGbps = 0; // NIC: port speed (0 = unknown)
-  int gpuArch = 0;      // GPU: compute capability * 10 (90 = sm_90); 0 unknown
+  std::string id;        // unique in the system: "cpu0", "gpu3", "nic1"
+  std::string name;      // model or interface: "H100 80GB HBM3", "mlx5_0", "eth0"
+  std::string busId;     // PCI: "0000:18:00.0" (GPU, NIC, PCI switch); may be empty
+  int parent = -1;       // the node above in the tree (NUMA -> CPU, device -> PCI/NUMA)
+  int cores = 0;         // CPU, NUMA: cores
+  double memGB = 0;      // NUMA: memory
+  std::string nicType;   // NIC: "ib", "roce", "eth"
+  double speedGbps = 0;  // NIC: port speed (0 = unknown)
+  int gpuArch = 0;       // GPU: compute capability * 10 (90 = sm_90); 0 unknown
 };
 
 struct Link {
   int a = -1, b = -1;  // node indices; a is the upstream end in the PCI tree
   LinkType type = LinkType::Pcie;
-  int gen = 0;         // PCIe / NVLink generation
-  int width = 0;       // PCIe lanes
-  int count = 1;       // NVLink links or SMP links bundled into this edge
-  std::string tech;    // SMP: "qpi", "upi", "upi16", "xgmi"
-  double bwGBs = 0;    // per direction, all `count` links together
+  int gen = 0;       // PCIe / NVLink generation
+  int width = 0;     // PCIe lanes
+  int count = 1;     // NVLink links or SMP links bundled into this edge
+  std::string tech;  // SMP: "qpi", "upi", "upi16", "xgmi"
+  double bwGBs = 0;  // per direction, all `count` links together
   double latUs = 0;
 };
 
@@ -98,19 +98,28 @@ class System {
   int numaOf(int node) const;
   int cpuOf(int node) const;
 
-  // Checks the structure (tree parents, link ends, no GPU/NIC routing) and
-  // computes every endpoint pair's path. Must be called after the last
-  // addNode/addLink; an inconsistent graph is WEFT_ERR_INVALID_ARGUMENT.
+  // Checks the structure (tree parents, link ends, no GPU/NIC routing, at
+  // most kMaxNodes nodes, kMaxLinks links and kMaxEndpoints GPUs + NICs +
+  // NUMA nodes) and computes every endpoint pair's path. Must be called
+  // after the last addNode/addLink; an inconsistent graph is
+  // WEFT_ERR_INVALID_ARGUMENT.
+  static constexpr size_t kMaxNodes = 4096, kMaxLinks = 16384, kMaxEndpoints = 256;
   Status finalize();
-  bool finalized() const { return !paths_.empty() || nodes.empty(); }
-  // The path between two nodes (endpoints: GPU, NIC, NUMA). finalize() first.
-  const Path& path(int from, int to) const { return paths_[from * nodes.size() + to]; }
+  bool finalized() const { return finalized_; }
+  // The path between two endpoints (GPU, NIC, NUMA node); class None for
+  // any other node. finalize() first.
+  const Path& path(int from, int to) const;
 
  private:
   void computePaths();
   Path nvlinkPath(int a, int b) const;
-  Path treePath(int a, int b) const;
-  std::vector<Path> paths_;
+  // Routes from `a` over PCI, memory and SMP links to every endpoint.
+  void treePathsFrom(int a);
+  std::vector<std::vector<int>> adj_;  // per node: incident links
+  std::vector<int> endpoint_;          // per node: index among endpoints, or -1
+  size_t endpointCount_ = 0;
+  std::vector<Path> paths_;  // endpoints x endpoints
+  bool finalized_ = false;
 };
 
 }  // namespace topo

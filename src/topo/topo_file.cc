@@ -23,7 +23,8 @@ class Loader {
   explicit Loader(System* s) : s_(s) {}
 
   Status system(const XmlElement& e) {
-    if (e.name != "system") return err(e, "the root element must be <system>, not <" + e.name + ">");
+    if (e.name != "system")
+      return err(e, "the root element must be <system>, not <" + e.name + ">");
     WEFT_RETURN_IF_ERROR(allowed(e, {"name", "version"}));
     if (const std::string* v = e.attr("version"))
       if (*v != "1") return err(e, "version " + *v + " is not supported (1 is)");
@@ -193,8 +194,9 @@ class Loader {
     WEFT_RETURN_IF_ERROR(number(e, "bw", 0.001, 100000, false, &l.bwGBs));
     WEFT_RETURN_IF_ERROR(number(e, "lat", 0, 1000, false, &l.latUs));
     if (!fillLinkDefaults(&l))
-      return err(e, "the link table does not price this link: give gen (nvlink), tech "
-                    "(smp: qpi, upi, upi16, xgmi) or bw");
+      return err(e,
+                 "the link table does not price this link: give gen (nvlink), tech "
+                 "(smp: qpi, upi, upi16, xgmi) or bw");
     s_->addLink(l);
     return Status();
   }
@@ -222,7 +224,8 @@ void writeNode(const System& s, int i, int indent, std::string* out) {
     if (n.speedGbps > 0) attr("speed_gbps", num(n.speedGbps));
   }
   for (const Link& l : s.links) {
-    if (l.b != i || l.a != n.parent || l.type == LinkType::NvLink || l.type == LinkType::Smp) continue;
+    if (l.b != i || l.a != n.parent || l.type == LinkType::NvLink || l.type == LinkType::Smp)
+      continue;
     if (l.gen) attr("gen", std::to_string(l.gen));
     if (l.width) attr("width", std::to_string(l.width));
     attr("bw", num(l.bwGBs));
@@ -284,7 +287,8 @@ Status loadSystemFile(const std::string& path, System* out) {
 }
 
 std::string dumpSystemXml(const System& s) {
-  std::string out = "<?xml version=\"1.0\"?>\n<system version=\"1\" name=\"" + xmlEscape(s.name) + "\">\n";
+  std::string out =
+      "<?xml version=\"1.0\"?>\n<system version=\"1\" name=\"" + xmlEscape(s.name) + "\">\n";
   for (size_t i = 0; i < s.nodes.size(); ++i)
     if (s.nodes[i].parent < 0) writeNode(s, static_cast<int>(i), 2, &out);
   for (const Link& l : s.links) {

@@ -9,6 +9,8 @@ namespace weft {
 namespace topo {
 namespace {
 
+constexpr size_t kMaxSearchDevices = 64;
+
 // Directed link capacities and a depth-first ring search over devices.
 class RingSearch {
  public:
@@ -106,7 +108,8 @@ class RingSearch {
 };
 
 // The NIC closest to `dev`: best class, then bandwidth, then least used.
-int closestNic(const System& s, int dev, const std::vector<int>& nics, const std::map<int, int>& uses) {
+int closestNic(const System& s, int dev, const std::vector<int>& nics,
+               const std::map<int, int>& uses) {
   int best = -1;
   for (int n : nics) {
     if (best < 0) {
@@ -175,7 +178,7 @@ Status View::build(const System& sys, int nodes, int ranksPerNode, View* out) {
     v.channels.push_back(c);
   } else {
     std::vector<double> speeds;
-    for (size_t i = 0; i < devs.size(); ++i)
+    for (size_t i = 0; i < devs.size() && devs.size() <= kMaxSearchDevices; ++i)
       for (size_t j = 0; j < devs.size(); ++j) {
         const Path& p = sys.path(devs[i], devs[j]);
         if (i == j || p.cls == PathClass::None) continue;
@@ -186,7 +189,9 @@ Status View::build(const System& sys, int nodes, int ranksPerNode, View* out) {
                              [](double a, double b) { return std::fabs(a - b) < 1e-9 * a; }),
                  speeds.end());
     RingSearch search(sys, devs);
-    long budget = 2000000;  // dfs steps over all speeds: bounds init time
+    // Depth-first steps over all speeds: bounds init time. Beyond
+    // kMaxSearchDevices devices no search runs (the fallback below).
+    long budget = devs.size() <= kMaxSearchDevices ? 500000 : 0;
     std::vector<std::vector<int>> best;
     double bestSpeed = 0, bestTotal = 0;
     for (double s : speeds) {
@@ -206,14 +211,20 @@ Status View::build(const System& sys, int nodes, int ranksPerNode, View* out) {
       if (budget <= 0) break;
     }
     if (best.empty()) {
-      // Nothing fits (a disconnected file): one ring in rank order at the
-      // narrowest hop's bandwidth.
+      // Nothing found (too many devices, or nothing fits): one ring over the
+      // devices grouped by NUMA node and PCI parent, at its narrowest hop.
       std::vector<int> order(devs.size());
       std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
+        const int nx = sys.numaOf(devs[x]), ny = sys.numaOf(devs[y]);
+        if (nx != ny) return nx < ny;
+        return sys.nodes[devs[x]].parent < sys.nodes[devs[y]].parent;
+      });
       best.push_back(order);
       bestSpeed = 1e18;
       for (size_t k = 0; k < order.size(); ++k)
-        bestSpeed = std::min(bestSpeed, sys.path(devs[k], devs[(k + 1) % devs.size()]).bwGBs);
+        bestSpeed = std::min(bestSpeed,
+                             sys.path(devs[order[k]], devs[order[(k + 1) % order.size()]]).bwGBs);
     }
     for (auto& r : best) {
       Channel c;
@@ -252,9 +263,9 @@ Status View::build(const System& sys, int nodes, int ranksPerNode, View* out) {
       const int out = c.ring[k], in = c.ring[(k + 1) % n];
       const int nin = nics.empty() ? -1 : closestNic(sys, v.device[in], nics, uses);
       const int nout = nics.empty() ? -1 : closestNic(sys, v.device[out], nics, uses);
-      const double score = nics.empty() ? 0
-                                        : std::min(nicGBs(sys, v.device[in], nin),
-                                                   nicGBs(sys, v.device[out], nout));
+      const double score =
+          nics.empty() ? 0
+                       : std::min(nicGBs(sys, v.device[in], nin), nicGBs(sys, v.device[out], nout));
       // The hop the cut removes: the worst class, then the narrowest.
       const Path& h = sys.path(v.device[out], v.device[in]);
       const bool sameScore = std::fabs(score - bestScore) <= 1e-9;

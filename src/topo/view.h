@@ -16,7 +16,9 @@
 // highest speed that gives at least two channels. So on a DGX-1 the rings
 // use NVLink hops only and together every NVLink; on a PCIe box the ring
 // that crosses the socket link twice beats the one that crosses it four
-// times (the uplinks would carry two hops).
+// times (the uplinks would carry two hops). The search is bounded (500000
+// steps; none beyond 64 devices): without a result, one ring over the
+// devices grouped by NUMA node and PCI parent.
 //
 // Across nodes each channel's ring is cut into a chain: the chain enters a
 // node at one rank and leaves at another, through the NIC closest to each
@@ -39,8 +41,8 @@ namespace topo {
 constexpr int kMaxChannels = 16;
 
 struct Channel {
-  double bwGBs = 0;          // this ring's speed
-  std::vector<int> ring;     // local ranks in ring order (a cycle within a node)
+  double bwGBs = 0;       // this ring's speed
+  std::vector<int> ring;  // local ranks in ring order (a cycle within a node)
   // Across nodes: ring rotated so that chain.front() enters the node and
   // chain.back() leaves it, and the NICs they use (System node indices, -1
   // without a NIC).
@@ -58,7 +60,7 @@ class View {
 
   const System* system = nullptr;
   int nodes = 1, ranksPerNode = 1;
-  std::vector<int> device;   // per local rank: its GPU, else its NUMA node
+  std::vector<int> device;  // per local rank: its GPU, else its NUMA node
   std::vector<Channel> channels;
 
   int nranks() const { return nodes * ranksPerNode; }

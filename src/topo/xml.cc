@@ -181,8 +181,8 @@ const std::string* XmlElement::attr(const std::string& key) const {
 
 Status parseXml(const std::string& text, XmlElement* root) {
   if (text.size() > kXmlMaxBytes)
-    return invalidArgument(strFormat("%zu bytes: more than the 4 MiB a topology file may have",
-                                     text.size()));
+    return invalidArgument(
+        strFormat("%zu bytes: more than the 4 MiB a topology file may have", text.size()));
   if (text.find('\0') != std::string::npos) return invalidArgument("a NUL byte: not a text file");
   XmlElement r;
   WEFT_RETURN_IF_ERROR(Parser(text).run(&r));
@@ -194,12 +194,23 @@ std::string xmlEscape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out.push_back(c);
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out.push_back(c);
     }
   }
   return out;

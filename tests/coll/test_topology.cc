@@ -27,7 +27,8 @@ std::string sumBody(weft_comm_t comm, int rank, int nranks) {
     for (size_t i = 0; i < count; ++i) buf[i] = static_cast<int32_t>(rank * 1000 + i % 97);
     TRY_WEFT(weft_allreduce(buf.data(), out.data(), count, WEFT_INT32, WEFT_SUM, comm, nullptr));
     for (size_t i = 0; i < count; ++i) {
-      const int32_t want = static_cast<int32_t>(1000 * nranks * (nranks - 1) / 2 + nranks * (i % 97));
+      const int32_t want =
+          static_cast<int32_t>(1000 * nranks * (nranks - 1) / 2 + nranks * (i % 97));
       if (out[i] != want)
         return "count " + std::to_string(count) + " index " + std::to_string(i) + ": got " +
                std::to_string(out[i]) + ", want " + std::to_string(want);
@@ -52,9 +53,12 @@ TEST_CASE("topology: ring allreduce follows the file's NVLink ring - threads and
   char tmpl[] = "/tmp/weft-topo-XXXXXX";
   REQUIRE(mkdtemp(tmpl) != nullptr);
   const std::string dir = tmpl;
-  const std::vector<std::string> common = {
-      "WEFT_TOPO_FILE=" + topologyFile("dgx1-v100.xml"), "WEFT_ALGO=allreduce:ring",
-      "WEFT_CHUNK_BYTES=4K", "WEFT_TIMEOUT_S=60", "WEFT_DEBUG=INFO", "WEFT_DEBUG_SUBSYS=INIT"};
+  const std::vector<std::string> common = {"WEFT_TOPO_FILE=" + topologyFile("dgx1-v100.xml"),
+                                           "WEFT_ALGO=allreduce:ring",
+                                           "WEFT_CHUNK_BYTES=4K",
+                                           "WEFT_TIMEOUT_S=60",
+                                           "WEFT_DEBUG=INFO",
+                                           "WEFT_DEBUG_SUBSYS=INIT"};
   for (int processes = 0; processes < 2; ++processes) {
     std::vector<std::string> env = common;
     env.push_back("WEFT_DEBUG_FILE=" + dir + "/log-%p");
@@ -128,6 +132,7 @@ TEST_CASE("topology: WEFT_TOPO_DUMP_FILE writes the system in use", "[coll][topo
   while ((k = fread(buf, 1, sizeof buf, p)) > 0) all.append(buf, k);
   pclose(p);
   std::system(("rm -rf " + std::string(tmpl)).c_str());
-  CHECK(all.find("<system version=\"1\" name=\"2-socket PCIe server, 4 GPUs, 2 NICs\">") != std::string::npos);
+  CHECK(all.find("<system version=\"1\" name=\"2-socket PCIe server, 4 GPUs, 2 NICs\">") !=
+        std::string::npos);
   CHECK(all.find("<gpu id=\"gpu3\"") != std::string::npos);
 }

@@ -92,8 +92,9 @@ TEST_CASE("comm topology: a bad WEFT_TOPO_FILE fails with its name", "[topo]") {
   Config cfg;
   cfg.topoFile = "/nonexistent/topo.xml";
   CommTopology t;
-  const Status st = setUpCommTopology(cfg, peersOn({0}), 0,
-                                      [](const std::string&, std::vector<std::string>*) { return Status(); }, &t);
+  const Status st = setUpCommTopology(
+      cfg, peersOn({0}), 0, [](const std::string&, std::vector<std::string>*) { return Status(); },
+      &t);
   REQUIRE(st.isError());
   REQUIRE(st.message().find("WEFT_TOPO_FILE") != std::string::npos);
   REQUIRE(st.message().find("/nonexistent/topo.xml") != std::string::npos);
@@ -139,8 +140,8 @@ TEST_CASE("comm topology: the cost model is capped by the graph", "[topo]") {
   m.inter = LinkClass{1, 1000};
   applyToCostModel(t[0], &m);
   REQUIRE(m.intra.bandwidthGBs == Approx(31.504));  // the ring over the switch uplinks
-  REQUIRE(m.inter.bandwidthGBs == Approx(25));       // two 100 Gb/s NICs
-  REQUIRE(m.inter.latencyUs == Approx(3));           // RoCE
+  REQUIRE(m.inter.bandwidthGBs == Approx(25));      // two 100 Gb/s NICs
+  REQUIRE(m.inter.latencyUs == Approx(3));          // RoCE
   // Where the graph knows less than the transport's figures, they stay.
   CostModel slow;
   slow.intra = LinkClass{0.5, 4};

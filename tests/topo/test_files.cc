@@ -20,15 +20,20 @@ int id(const System& s, const char* name) {
   return i;
 }
 
-PathClass cls(const System& s, const char* a, const char* b) { return s.path(id(s, a), id(s, b)).cls; }
-double bw(const System& s, const char* a, const char* b) { return s.path(id(s, a), id(s, b)).bwGBs; }
+PathClass cls(const System& s, const char* a, const char* b) {
+  return s.path(id(s, a), id(s, b)).cls;
+}
+double bw(const System& s, const char* a, const char* b) {
+  return s.path(id(s, a), id(s, b)).bwGBs;
+}
 
 // Bandwidth each channel set takes from each directed link.
 std::map<std::pair<int, bool>, double> linkUse(const View& v) {
   std::map<std::pair<int, bool>, double> use;
   for (const Channel& c : v.channels)
     for (size_t k = 0; k < c.ring.size() && c.ring.size() > 1; ++k) {
-      const Path& p = v.system->path(v.device[c.ring[k]], v.device[c.ring[(k + 1) % c.ring.size()]]);
+      const Path& p =
+          v.system->path(v.device[c.ring[k]], v.device[c.ring[(k + 1) % c.ring.size()]]);
       for (const Hop& h : p.hops) use[{h.link, h.forward}] += c.bwGBs * h.share;
     }
   return use;
@@ -71,7 +76,8 @@ TEST_CASE("every file in docs/topologies is listed, loads and has symmetric path
         REQUIRE(p.bwGBs == Approx(q.bwGBs));
       }
     // Every rank layout up to 2x the devices builds, rings are permutations.
-    const int devs = static_cast<int>(std::max(s.nodesOf(NodeType::Gpu).size(), s.nodesOf(NodeType::Numa).size()));
+    const int devs = static_cast<int>(
+        std::max(s.nodesOf(NodeType::Gpu).size(), s.nodesOf(NodeType::Numa).size()));
     for (int rpn = 1; rpn <= 2 * devs; ++rpn) {
       View v;
       REQUIRE(View::build(s, 2, rpn, &v).isOk());
@@ -79,7 +85,8 @@ TEST_CASE("every file in docs/topologies is listed, loads and has symmetric path
       REQUIRE(v.channels.size() <= static_cast<size_t>(kMaxChannels));
       checkRingsArePermutations(v);
       // The channels never take more than a link carries.
-      for (const auto& u : linkUse(v)) REQUIRE(u.second <= s.links[u.first.first].bwGBs * (1 + 1e-9));
+      for (const auto& u : linkUse(v))
+        REQUIRE(u.second <= s.links[u.first.first].bwGBs * (1 + 1e-9));
     }
   }
 }
@@ -117,7 +124,8 @@ TEST_CASE("DGX-1: path classes and NVLink-only rings that use every NVLink", "[t
   REQUIRE(nvlinks == 16);
 }
 
-TEST_CASE("DGX A100 and H100: NVSwitch rings at the full NVLink bandwidth, several channels", "[topo]") {
+TEST_CASE("DGX A100 and H100: NVSwitch rings at the full NVLink bandwidth, several channels",
+          "[topo]") {
   for (auto fb : {std::make_pair("dgx-a100.xml", 300.0), std::make_pair("dgx-h100.xml", 450.0)}) {
     INFO(fb.first);
     const System s = load(fb.first);
@@ -167,17 +175,20 @@ TEST_CASE("CPU-only 2-socket: ranks in NUMA blocks, two crossings, NUMA groups",
   REQUIRE(g[0].size() == 8);
 }
 
-TEST_CASE("across nodes each channel enters and leaves through a NIC closest to its GPU", "[topo]") {
+TEST_CASE("across nodes each channel enters and leaves through a NIC closest to its GPU",
+          "[topo]") {
   for (const std::string& f : ttest::shippedFiles()) {
     INFO(f);
     const System s = load(f);
     const std::vector<int> nics = s.nodesOf(NodeType::Nic);
-    const int rpn = static_cast<int>(std::max(s.nodesOf(NodeType::Gpu).size(), s.nodesOf(NodeType::Numa).size()));
+    const int rpn = static_cast<int>(
+        std::max(s.nodesOf(NodeType::Gpu).size(), s.nodesOf(NodeType::Numa).size()));
     View v;
     REQUIRE(View::build(s, 4, rpn, &v).isOk());
     std::map<int, int> used;
     for (const Channel& c : v.channels) {
-      for (auto end : {std::make_pair(c.chain.front(), c.entryNic), std::make_pair(c.chain.back(), c.exitNic)}) {
+      for (auto end : {std::make_pair(c.chain.front(), c.entryNic),
+                       std::make_pair(c.chain.back(), c.exitNic)}) {
         REQUIRE(end.second >= 0);
         ++used[end.second];
         const PathClass got = s.path(v.device[end.first], end.second).cls;

@@ -18,7 +18,7 @@ TEST_CASE("the cost model takes its links from the View", "[topo]") {
   REQUIRE(m.nranks == 32);
   REQUIRE(m.nhosts == 4);
   REQUIRE(m.inter.bandwidthGBs == Approx(400));  // 8 NICs x 400 Gb/s
-  REQUIRE(m.inter.latencyUs == Approx(2));        // InfiniBand
+  REQUIRE(m.inter.latencyUs == Approx(2));       // InfiniBand
   // Large messages: ring bus bandwidth approaches the ring's link bandwidth
   // in one node and the network's across nodes, never above.
   for (const View* v : {&one, &four}) {

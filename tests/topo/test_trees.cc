@@ -47,6 +47,7 @@ TEST_CASE("double binary trees across 1..256 nodes", "[topo]") {
     }
     for (int x = 0; x < n; ++x) REQUIRE(interior[x] <= 1);
     // A tree enters each node at the head of a channel's chain.
-    for (int t = 0; t < 2; ++t) REQUIRE(v.treeHead(t) == v.channels[t % v.channels.size()].chain.front());
+    for (int t = 0; t < 2; ++t)
+      REQUIRE(v.treeHead(t) == v.channels[t % v.channels.size()].chain.front());
   }
 }

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "topo/topo_file.h"
+#include "topo/view.h"
 #include "topo/xml.h"
 #include "topo_util.h"
 
@@ -29,7 +30,8 @@ void refused(const std::string& text, const std::string& why) {
 }
 
 std::string withBody(const std::string& body) {
-  return std::string("<system><cpu id=\"cpu0\"><numa id=\"numa0\">") + body + "</numa></cpu></system>";
+  return std::string("<system><cpu id=\"cpu0\"><numa id=\"numa0\">") + body +
+         "</numa></cpu></system>";
 }
 
 }  // namespace
@@ -95,9 +97,10 @@ TEST_CASE("malformed XML is refused with line and column", "[topo]") {
 
 TEST_CASE("hostile XML is refused before it costs anything", "[topo]") {
   // Entity expansion ("billion laughs") and external entities: no DTD at all.
-  refused("<?xml version=\"1.0\"?><!DOCTYPE lolz [<!ENTITY lol \"lol\">"
-          "<!ENTITY lol2 \"&lol;&lol;&lol;&lol;&lol;\">]><system a=\"&lol2;\"/>",
-          "DOCTYPE");
+  refused(
+      "<?xml version=\"1.0\"?><!DOCTYPE lolz [<!ENTITY lol \"lol\">"
+      "<!ENTITY lol2 \"&lol;&lol;&lol;&lol;&lol;\">]><system a=\"&lol2;\"/>",
+      "DOCTYPE");
   refused("<!DOCTYPE s SYSTEM \"file:///etc/passwd\"><system/>", "DOCTYPE");
   refused("<system><![CDATA[x]]></system>", "CDATA");
   refused("<system><?php evil ?></system>", "processing instructions");
@@ -129,7 +132,8 @@ TEST_CASE("files that parse but do not describe a machine are refused", "[topo]"
   refused(withBody("<gpu id=\"numa0\" gen=\"4\" width=\"16\"/>"), "id numa0 is used twice");
   refused(withBody("<gpu gen=\"4\" width=\"16\"/>"), "needs an id");
   refused(withBody("<gpu id=\"g\"/>"), "needs gen and width");
-  refused(withBody("<gpu id=\"g\" gen=\"9\" width=\"16\"/>"), "gen=\"9\" is not a number in [1, 6]");
+  refused(withBody("<gpu id=\"g\" gen=\"9\" width=\"16\"/>"),
+          "gen=\"9\" is not a number in [1, 6]");
   refused(withBody("<gpu id=\"g\" gen=\"4\" width=\"16x\"/>"), "width=\"16x\"");
   refused(withBody("<gpu id=\"g\" gen=\"4\" width=\"2.5\"/>"), "must be an integer");
   refused(withBody("<gpu id=\"g\" bw=\"nan\"/>"), "bw=\"nan\"");
@@ -138,17 +142,20 @@ TEST_CASE("files that parse but do not describe a machine are refused", "[topo]"
   refused(withBody("<nic id=\"n\" type=\"carrier-pigeon\" bw=\"1\"/>"), "nic type must be");
   const std::string gpus = "<gpu id=\"g0\" bw=\"10\"/><gpu id=\"g1\" bw=\"10\"/>";
   auto withLink = [&](const std::string& link) {
-    return "<system><cpu id=\"cpu0\"><numa id=\"numa0\">" + gpus + "</numa></cpu>" + link + "</system>";
+    return "<system><cpu id=\"cpu0\"><numa id=\"numa0\">" + gpus + "</numa></cpu>" + link +
+           "</system>";
   };
   REQUIRE(System().nodes.empty());
   refused(withLink("<link a=\"g0\" b=\"g9\" type=\"nvlink\" gen=\"4\"/>"), "g9 is not a node");
   refused(withLink("<link a=\"g0\" b=\"g0\" type=\"nvlink\" gen=\"4\"/>"), "to itself");
   refused(withLink("<link a=\"g0\" b=\"g1\" type=\"nvlink\"/>"), "does not price this link");
-  refused(withLink("<link a=\"g0\" b=\"g1\" type=\"nvlink\" gen=\"4\" count=\"65\"/>"), "count=\"65\"");
+  refused(withLink("<link a=\"g0\" b=\"g1\" type=\"nvlink\" gen=\"4\" count=\"65\"/>"),
+          "count=\"65\"");
   refused(withLink("<link a=\"g0\" b=\"g1\" type=\"pcie\"/>"), "link type must be nvlink or smp");
   refused(withLink("<link a=\"g0\" b=\"cpu0\" type=\"nvlink\" gen=\"4\"/>"),
           "a nvlink link cannot join g0 (gpu) and cpu0 (cpu)");
-  refused(withLink("<link a=\"g0\" b=\"g1\" type=\"smp\" tech=\"upi\"/>"), "a smp link cannot join");
+  refused(withLink("<link a=\"g0\" b=\"g1\" type=\"smp\" tech=\"upi\"/>"),
+          "a smp link cannot join");
   refused(withLink("<link a=\"g0\" type=\"nvlink\"/>"), "needs a, b and type");
 }
 
@@ -174,4 +181,39 @@ TEST_CASE("topology files that are not regular, readable files are refused", "[t
   INFO(st.message());
   REQUIRE(st.message().find(path) != std::string::npos);
   REQUIRE(st.message().find("line 3") != std::string::npos);
+}
+
+TEST_CASE("large files load in bounded time or are refused", "[topo]") {
+  // 200 GPUs on 8 NVSwitches and 40 NICs: within the limits.
+  auto machine = [](int gpus, int nics) {
+    std::string x = "<system><cpu id=\"cpu0\"><numa id=\"numa0\">";
+    for (int s = 0; s < 10; ++s) {
+      x += "<pci id=\"sw" + std::to_string(s) + "\" gen=\"5\" width=\"16\">";
+      for (int g = s; g < gpus; g += 10)
+        x += "<gpu id=\"gpu" + std::to_string(g) + "\" gen=\"5\" width=\"16\"/>";
+      for (int n = s; n < nics; n += 10)
+        x += "<nic id=\"nic" + std::to_string(n) + "\" gen=\"5\" width=\"16\" speed_gbps=\"400\"/>";
+      x += "</pci>";
+    }
+    x += "</numa></cpu>";
+    for (int s = 0; s < 8; ++s) x += "<nvswitch id=\"nvs" + std::to_string(s) + "\"/>";
+    for (int g = 0; g < gpus; ++g)
+      for (int s = 0; s < 8; ++s)
+        x += "<link a=\"gpu" + std::to_string(g) + "\" b=\"nvs" + std::to_string(s) +
+             "\" type=\"nvlink\" gen=\"4\" count=\"2\"/>";
+    return x + "</system>";
+  };
+  System s;
+  const Status st = loadSystemXml(machine(200, 40), &s);
+  INFO(st.message());
+  REQUIRE(st.isOk());
+  REQUIRE(s.path(s.find("gpu0"), s.find("gpu199")).cls == PathClass::Nvl);
+  REQUIRE(s.path(s.find("gpu0"), s.find("gpu199")).bwGBs == Approx(400));
+  // More ranks per node than the ring search takes: the grouped ring.
+  View v;
+  REQUIRE(View::build(s, 2, 200, &v).isOk());
+  REQUIRE(v.channels.size() >= 1);
+  REQUIRE(v.channels[0].ring.size() == 200);
+  // Over the limits: refused, not computed.
+  refused(machine(250, 40), "more than weft models");
 }

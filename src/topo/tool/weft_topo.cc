@@ -29,15 +29,16 @@ struct Options {
 };
 
 void usage(FILE* f) {
-  fprintf(f,
-          "usage: weft-topo [-f FILE] [--nodes N] [--ranks-per-node R] [--dot] [--simulate]\n"
-          "                 [--dump FILE]\n"
-          "  -f, --file FILE         load a topology file instead of detecting (also WEFT_TOPO_FILE)\n"
-          "  -N, --nodes N           nodes for the rings and trees (default 1)\n"
-          "  -R, --ranks-per-node R  ranks per node (default: GPUs, else NUMA nodes)\n"
-          "      --dot               print the system as a Graphviz graph, nothing else\n"
-          "      --simulate          estimated allreduce bus bandwidth per algorithm\n"
-          "      --dump FILE         write the system as XML\n");
+  fprintf(
+      f,
+      "usage: weft-topo [-f FILE] [--nodes N] [--ranks-per-node R] [--dot] [--simulate]\n"
+      "                 [--dump FILE]\n"
+      "  -f, --file FILE         load a topology file instead of detecting (also WEFT_TOPO_FILE)\n"
+      "  -N, --nodes N           nodes for the rings and trees (default 1)\n"
+      "  -R, --ranks-per-node R  ranks per node (default: GPUs, else NUMA nodes)\n"
+      "      --dot               print the system as a Graphviz graph, nothing else\n"
+      "      --simulate          estimated allreduce bus bandwidth per algorithm\n"
+      "      --dump FILE         write the system as XML\n");
 }
 
 bool parseInt(const char* s, int lo, int hi, int* out) {
@@ -74,7 +75,8 @@ std::string nodeText(const System& s, int i) {
 void printTree(const System& s, int i, int depth) {
   std::string up;
   for (const Link& l : s.links)
-    if (l.b == i && l.a == s.nodes[i].parent && s.nodes[i].parent >= 0) up = "  [" + linkText(l) + "]";
+    if (l.b == i && l.a == s.nodes[i].parent && s.nodes[i].parent >= 0)
+      up = "  [" + linkText(l) + "]";
   printf("%*s%s%s\n", 2 * depth, "", nodeText(s, i).c_str(), up.c_str());
   for (size_t c = 0; c < s.nodes.size(); ++c)
     if (s.nodes[c].parent == i) printTree(s, static_cast<int>(c), depth + 1);
@@ -92,7 +94,8 @@ void printSystem(const System& s) {
     if (l.type != LinkType::NvLink && l.type != LinkType::Smp) continue;
     if (!header) printf("links:\n");
     header = true;
-    printf("  %s - %s  %s\n", s.nodes[l.a].id.c_str(), s.nodes[l.b].id.c_str(), linkText(l).c_str());
+    printf("  %s - %s  %s\n", s.nodes[l.a].id.c_str(), s.nodes[l.b].id.c_str(),
+           linkText(l).c_str());
   }
   // Paths between the devices ranks use and the NICs (NUMA nodes when
   // there is no GPU).
@@ -115,9 +118,10 @@ void printSystem(const System& s) {
 void printView(const View& v) {
   printf("view: %s\n", v.describe().c_str());
   for (size_t c = 0; c < v.channels.size(); ++c)
-    printf("  channel %zu: %s, %d socket crossing(s)\n", c,
-           v.nvlinkOnly(static_cast<int>(c)) ? "NVLink or same-device hops only" : "uses PCI/SMP hops",
-           v.crossings(static_cast<int>(c)));
+    printf(
+        "  channel %zu: %s, %d socket crossing(s)\n", c,
+        v.nvlinkOnly(static_cast<int>(c)) ? "NVLink or same-device hops only" : "uses PCI/SMP hops",
+        v.crossings(static_cast<int>(c)));
   std::string dev;
   for (int r = 0; r < v.ranksPerNode; ++r)
     dev += strFormat("%s%d:%s", r ? " " : "", r, v.system->nodes[v.device[r]].id.c_str());
@@ -165,14 +169,17 @@ void printDot(const System& s) {
   printf("graph weft_topology {\n  node [shape=box, fontname=\"Helvetica\"];\n");
   printf("  label=\"%s\";\n", dotQuote(s.name).c_str());
   for (const Node& n : s.nodes) {
-    const char* color = n.type == NodeType::Gpu ? "palegreen" : n.type == NodeType::Nic ? "lightblue"
+    const char* color = n.type == NodeType::Gpu                               ? "palegreen"
+                        : n.type == NodeType::Nic                             ? "lightblue"
                         : n.type == NodeType::Cpu || n.type == NodeType::Numa ? "lightgray"
                                                                               : "white";
     printf("  \"%s\" [label=\"%s\\n%s\", style=filled, fillcolor=%s];\n", dotQuote(n.id).c_str(),
            dotQuote(n.id).c_str(), dotQuote(n.name).c_str(), color);
   }
   for (const Link& l : s.links) {
-    const char* color = l.type == LinkType::NvLink ? "darkgreen" : l.type == LinkType::Smp ? "red" : "black";
+    const char* color = l.type == LinkType::NvLink ? "darkgreen"
+                        : l.type == LinkType::Smp  ? "red"
+                                                   : "black";
     printf("  \"%s\" -- \"%s\" [label=\"%s\", color=%s];\n", dotQuote(s.nodes[l.a].id).c_str(),
            dotQuote(s.nodes[l.b].id).c_str(), linkText(l).c_str(), color);
   }
@@ -181,13 +188,14 @@ void printDot(const System& s) {
 
 void printSimulation(const View& v) {
   const CostModel m = costModelFor(v);
-  std::string inter = v.nodes > 1 ? strFormat(", inter %.1f GB/s %.1f us", m.inter.bandwidthGBs,
-                                               m.inter.latencyUs)
-                                   : "";
-  printf("simulate: allreduce, %d rank(s) = %d node(s) x %d; model: intra %.1f GB/s %.2f us%s, "
-         "reduce %.0f GB/s\n",
-         v.nranks(), v.nodes, v.ranksPerNode, m.intra.bandwidthGBs, m.intra.latencyUs,
-         inter.c_str(), m.reduceGBs);
+  std::string inter =
+      v.nodes > 1 ? strFormat(", inter %.1f GB/s %.1f us", m.inter.bandwidthGBs, m.inter.latencyUs)
+                  : "";
+  printf(
+      "simulate: allreduce, %d rank(s) = %d node(s) x %d; model: intra %.1f GB/s %.2f us%s, "
+      "reduce %.0f GB/s\n",
+      v.nranks(), v.nodes, v.ranksPerNode, m.intra.bandwidthGBs, m.intra.latencyUs, inter.c_str(),
+      m.reduceGBs);
   std::vector<size_t> sizes = {size_t(1) << 20, size_t(64) << 20, size_t(1) << 30, size_t(8) << 30};
   const std::vector<SimRow> rows = simulateAllReduce(v, sizes);
   printf("%12s %10s %10s %12s %14s\n", "size", "algorithm", "chunk", "time (us)", "busbw (GB/s)");
@@ -259,7 +267,8 @@ int main(int argc, char** argv) {
     o.rpn = static_cast<int>(sys.nodesOf(NodeType::Gpu).size());
     if (o.rpn == 0) o.rpn = static_cast<int>(sys.nodesOf(NodeType::Numa).size());
   }
-  printf("source: %s\n", o.file.empty() ? "detected (hwloc, sysfs, ibverbs, NVML/CUDA)" : o.file.c_str());
+  printf("source: %s\n",
+         o.file.empty() ? "detected (hwloc, sysfs, ibverbs, NVML/CUDA)" : o.file.c_str());
   for (const std::string& n : notes) printf("  note: %s\n", n.c_str());
   printSystem(sys);
   View v;
