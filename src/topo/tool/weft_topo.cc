@@ -141,6 +141,10 @@ void printView(const View& v) {
       if (v.nodes > 16) printf("    ... (%d nodes)\n", v.nodes);
     }
   }
+  if (v.nranks() > (1 << 20)) {
+    printf("  groups: not listed for more than 2^20 ranks\n");
+    return;
+  }
   const char* names[] = {"host", "numa", "nvlink island"};
   const Group gs[] = {Group::Host, Group::Numa, Group::NvLinkIsland};
   for (int g = 0; g < 3; ++g) {
