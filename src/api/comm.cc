@@ -59,6 +59,12 @@ Status Comm::init(const weft_unique_id_t& id) {
   logReconfigure();
   WEFT_RETURN_IF_ERROR(Bootstrap::create(id, rank_, nranks_, cfg_, &boot_));
   WEFT_RETURN_IF_ERROR(exchangePeerInfo());
+  WEFT_RETURN_IF_ERROR(topo::setUpCommTopology(
+      cfg_, peers_, rank_,
+      [this](const std::string& m, std::vector<std::string>* all) {
+        return boot_->allgather(m, all, cfg_.bootstrapTimeoutS);
+      },
+      &topo_));
   WEFT_RETURN_IF_ERROR(setUpTransports());
   std::vector<Endpoint*> eps(nranks_, nullptr);
   std::vector<Transport*> owners(nranks_, nullptr), all;
@@ -117,7 +123,7 @@ Status Comm::setUpTransports() {
   transportNames_.assign(nranks_, "");
   std::vector<std::vector<int>> users(cands.size());
   for (int p = 0; p < nranks_; ++p) {
-    for (size_t t = 0; t < cands.size(); ++t) {
+    for (size_t t : topo::transportOrder(topo_, cands, p)) {
       if (cands[t]->canReach(peers_[p])) {
         transportNames_[p] = cands[t]->name();
         users[t].push_back(p);
@@ -199,6 +205,7 @@ void Comm::setUpSelection() {
       if (m.nhosts == 1) m.intra = l;  // tcp forced within the host
     }
   }
+  topo::applyToCostModel(topo_, &m);
   // A throttled engine (test builds) must see every byte: no arena.
   if (cfg_.testThrottleMBps > 0) arena_ = nullptr;
   m.shmArena = arena_ != nullptr;
@@ -272,7 +279,7 @@ Status Comm::enqueue(const CollArgs& args, weft_datatype_t dt, const void* send,
     p.chunkBytes = cfg_.chunkBytes ? cfg_.chunkBytes : choice.chunkBytes;
     p.slots = 4;
     p.algo = choice.algo;
-    Status bs = buildSchedule(args, p, &op->sched);
+    Status bs = topo::buildScheduleInRingOrder(topo_, args, p, &op->sched);
     if (bs.isError()) {
       if (op->seq) --collSeq_;
       return bs;

@@ -19,6 +19,7 @@
 #include "bootstrap/bootstrap.h"
 #include "exec/engine.h"
 #include "telemetry/telemetry.h"
+#include "topo/comm_topo.h"
 #include "transports/shm/arena.h"
 #include "transports/transport.h"
 #include "weft.h"
@@ -98,6 +99,7 @@ class Comm {
   int shmTx_ = 0;  // telemetry's index of the shm transport
   std::vector<int64_t> clockDelta_;  // by rank: its realtime - monotonic clock, ns
   CostModel model_;
+  topo::CommTopology topo_;  // the View: ring order, path class per peer
   AlgoRules rules_;  // WEFT_ALGO
   struct CachedChoice {
     CollType type = CollType::Send;

@@ -101,6 +101,8 @@ Config Config::fromEnv() {
 #ifdef WEFT_TEST_HOOKS
   c.testThrottleMBps = envDouble("WEFT_TEST_THROTTLE_MBPS", 0);
 #endif
+  c.topoFile = envStr("WEFT_TOPO_FILE");
+  c.topoDumpFile = envStr("WEFT_TOPO_DUMP_FILE");
   return c;
 }
 

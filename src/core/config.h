@@ -22,6 +22,8 @@ struct Config {
   size_t shmArenaChunk = 1 << 20;  // WEFT_SHM_ARENA_CHUNK: bytes per arena round; 0 = no arena
   size_t shmDirectMin = 64 << 10;  // WEFT_SHM_DIRECT_MIN: single-copy bcast/allgather from; 0 = off
   long spinUs = -1;                // WEFT_SPIN_US: spin before sleeping; -1 = auto
+  std::string topoFile;            // WEFT_TOPO_FILE: load this topology instead of detecting
+  std::string topoDumpFile;        // WEFT_TOPO_DUMP_FILE: write the topology used here
 
   // Telemetry (src/telemetry/, docs/telemetry.md).
   bool telemetry = true;           // WEFT_TELEMETRY: per-op records; 0 turns them off

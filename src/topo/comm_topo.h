@@ -1,0 +1,73 @@
+// What a communicator takes from the topology, in one place so that
+// src/api/comm.cc calls it at four points and does nothing else with it:
+//   setUpCommTopology   at init, after the peers are known: the System
+//                       (WEFT_TOPO_FILE, else detected once per process),
+//                       the View of this host, and the ring order all ranks
+//                       agree on (one bootstrap allgather)
+//   transportOrder      which transports to try for a peer, by path class
+//   applyToCostModel    the cost model's link figures, capped by the graph
+//   buildScheduleInRingOrder  schedules built on the View's ring
+// Transports and algorithms never detect anything themselves.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "algo/select.h"
+#include "core/config.h"
+#include "topo/view.h"
+#include "transports/transport.h"
+
+namespace weft {
+namespace topo {
+
+struct CommTopology {
+  std::shared_ptr<const System> system;  // this host's
+  std::string source;                    // "WEFT_TOPO_FILE=..." or "detected"
+  View view;                             // this host's ranks, nodes = hosts
+  int hosts = 1;
+  // Every rank in ring order (hosts in order of their lowest rank, each
+  // host's ranks in the order its own View chains them); ringPos inverts it.
+  std::vector<int> ringOrder, ringPos;
+  bool reordered = false;  // ringOrder differs from 0, 1, ..., n-1
+  // Per rank: the path class from this rank's device to the peer's (same
+  // host), Loc for itself, None for a rank on another host.
+  std::vector<PathClass> peerClass;
+};
+
+using Allgather = std::function<Status(const std::string& mine, std::vector<std::string>* all)>;
+
+// Builds *out for `rank` of `peers`. `allgather` exchanges one string per
+// rank (each host's ring chain, so that all ranks use the same order even
+// when hosts differ). A WEFT_TOPO_FILE that does not load is
+// WEFT_ERR_INVALID_ARGUMENT naming the file; a failed detection is a
+// warning and a one-socket system. The lowest rank of each host writes
+// WEFT_TOPO_DUMP_FILE (%h = host name, %p = pid) once per process.
+Status setUpCommTopology(const Config& cfg, const std::vector<PeerInfo>& peers, int rank,
+                         const Allgather& allgather, CommTopology* out);
+
+// Indices into `cands`, in the order to try them for `peer`: self for this
+// rank; for a peer on this host, whatever its path class (host memory goes
+// through shared memory from any NUMA node; a GPU transport would take NVL,
+// PIX and PXB peers first), shm then tcp; for another host, tcp. Transports
+// the rule does not name follow in their given order.
+std::vector<size_t> transportOrder(const CommTopology& t,
+                                   const std::vector<std::unique_ptr<Transport>>& cands, int peer);
+
+// Caps the model's link figures by the graph where it knows them: intra
+// bandwidth by the ring bandwidth of this host's ranks; inter bandwidth by
+// the NICs the channels use (when their speed is known), inter latency
+// raised to theirs.
+void applyToCostModel(const CommTopology& t, CostModel* m);
+
+// buildSchedule, except for a ring allreduce when the ring order differs
+// from rank order: then the schedule is built for this rank's position in
+// the ring and its peers are mapped back to ranks (allreduce leaves the same
+// result on every rank, so only the neighbours change).
+Status buildScheduleInRingOrder(const CommTopology& t, const CollArgs& args, const BuildParams& p,
+                                Schedule* out);
+
+}  // namespace topo
+}  // namespace weft
