@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cuda/mem_rules.h"
+#include "cuda/stream_batch.h"
 #include "kernels/cuda/vector_plan.h"
 
 using namespace weft;
@@ -159,4 +160,35 @@ TEST_CASE("vector plan: pointers of different misalignment run as scalars", "[cu
   CHECK(v.head == 2);
   CHECK(v.vecs == 249);
   CHECK(v.tail == 2);
+}
+
+TEST_CASE("staging layout keeps the in-place relation of the user's buffers", "[cuda-rules]") {
+  static char user[4096];
+  // Out of place: two regions, the receive one 256-aligned after the send one.
+  StagingLayout l = layoutStaging(user, 100, user + 2048, 400);
+  CHECK(l.hasSend);
+  CHECK(l.hasRecv);
+  CHECK(l.sendOff == 0);
+  CHECK(l.recvOff == 256);
+  CHECK(l.bytes == 656);
+  // Allreduce in place: one region.
+  l = layoutStaging(user, 400, user, 400);
+  CHECK(l.sendOff == 0);
+  CHECK(l.recvOff == 0);
+  CHECK(l.bytes == 400);
+  // Allgather in place (rank 2 of 4): send is block 2 of recv.
+  l = layoutStaging(user + 200, 100, user, 400);
+  CHECK(l.recvOff == 0);
+  CHECK(l.sendOff == 200);
+  CHECK(l.bytes == 400);
+  // Reduce-scatter in place: recv is block 1 of send.
+  l = layoutStaging(user, 400, user + 100, 100);
+  CHECK(l.sendOff == 0);
+  CHECK(l.recvOff == 100);
+  CHECK(l.bytes == 400);
+  // A buffer the call does not use (a non-root's broadcast send).
+  l = layoutStaging(nullptr, 0, user, 400);
+  CHECK(!l.hasSend);
+  CHECK(l.recvOff == 0);
+  CHECK(l.bytes == 400);
 }
