@@ -8,10 +8,13 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <dlfcn.h>
+
 #include <atomic>
 #include <cstring>
 #include <mutex>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "kernels/cuda/reduce.h"
 
@@ -64,6 +67,20 @@ const Probe& probe() {
 }  // namespace
 
 bool cudaBuilt() { return true; }
+
+bool driverLoaded() {
+  static std::atomic<bool> loaded{false};
+  static std::atomic<uint64_t> nextCheckNs{0};
+  if (loaded.load(std::memory_order_relaxed)) return true;
+  const uint64_t now = nowNs();
+  if (now < nextCheckNs.load(std::memory_order_relaxed)) return false;
+  nextCheckNs.store(now + 100000000ull, std::memory_order_relaxed);
+  if (void* h = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY)) {
+    dlclose(h);
+    loaded.store(true);
+  }
+  return loaded.load();
+}
 
 CudaState cudaState() {
   const Probe& p = probe();

@@ -22,6 +22,11 @@ namespace cuda {
 
 // True when this weft was built with CUDA.
 bool cudaBuilt();
+// True when the process has loaded the CUDA driver (libcuda.so.1): only
+// then can a pointer be device memory. Asking costs no CUDA call, so host
+// calls of a CPU-only process never initialize CUDA (which would break
+// CUDA in children it forks later). Rechecked at most every 100 ms until true.
+bool driverLoaded();
 // Whether CUDA is usable (probed once per process: driver, device count),
 // and the calling thread's current device.
 CudaState cudaState();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cuda/mem_rules.h"
+#include "cuda/pieces.h"
 #include "cuda/stream_batch.h"
 #include "kernels/cuda/vector_plan.h"
 
@@ -191,4 +192,34 @@ TEST_CASE("staging layout keeps the in-place relation of the user's buffers", "[
   CHECK(!l.hasSend);
   CHECK(l.recvOff == 0);
   CHECK(l.bytes == 400);
+}
+
+TEST_CASE("pieces of a cut call cover it once, aligned, and small calls stay whole",
+          "[cuda-rules]") {
+  CHECK(cutPieces(0, 4).size() == 1);
+  CHECK(cutPieces(1000, 4).size() == 1);
+  CHECK(cutPieces((2 * kPieceBytes - 4) / 4, 4).size() == 1);
+  for (size_t elt : {size_t{1}, size_t{2}, size_t{4}, size_t{8}}) {
+    for (size_t bytes : {2 * kPieceBytes, 2 * kPieceBytes + 8, 10 * kPieceBytes + 24,
+                         size_t{1} << 30, (size_t{3} << 30) + 64}) {
+      const size_t count = bytes / elt;
+      std::vector<Piece> p = cutPieces(count, elt);
+      INFO("elt " << elt << " bytes " << bytes);
+      CHECK(p.size() >= 2);
+      CHECK(p.size() <= kMaxPieces);
+      size_t next = 0;
+      for (size_t i = 0; i < p.size(); ++i) {
+        CHECK(p[i].first == next);
+        CHECK(p[i].count > 0);
+        CHECK((p[i].first * elt) % 256 == 0);
+        if (i + 1 < p.size()) CHECK(p[i].count * elt >= kPieceBytes);
+        next += p[i].count;
+      }
+      CHECK(next == count);
+      // Every rank cuts the same way.
+      std::vector<Piece> again = cutPieces(count, elt);
+      REQUIRE(again.size() == p.size());
+      for (size_t i = 0; i < p.size(); ++i) CHECK(again[i].count == p[i].count);
+    }
+  }
 }
