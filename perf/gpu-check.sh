@@ -6,8 +6,9 @@
 #
 #  1. builds weft with CUDA (Release, -Werror) in $BUILD (default build-gpu);
 #  2. runs every [cuda] test (kernels against the host executor, memory
-#     kinds, stream-ordered collectives on device memory) and the CPU-side
-#     CUDA tests; a [cuda] test that reports SKIP on this machine fails;
+#     kinds, stream-ordered collectives on device memory, the cuda_ipc
+#     transport) and the CPU-side CUDA tests; a [cuda] test that reports
+#     SKIP on this machine fails;
 #  3. weft-cuda-bw: the 2-input reduce of 1 GiB against cudaMemcpy D2D;
 #  4. weft-perf -G (device buffers) for 1, 2 and 4 ranks as processes on
 #     the one GPU, every collective, #wrong checked (must be 0);
@@ -92,6 +93,13 @@ cuda_tests() {
     echo "-- $t (all, [cuda] included)"
     "$BUILD/tests/$t" --durations yes || rc=1
   done
+  # One process per case: a threads case initializes CUDA, and the
+  # processes cases fork their ranks.
+  echo "-- weft-transport-tests [cuda] (the cuda_ipc transport)"
+  while IFS= read -r name; do
+    [ -n "$name" ] || continue
+    "$BUILD/tests/weft-transport-tests" "$name" || rc=1
+  done < <("$BUILD/tests/weft-transport-tests" --list-test-names-only '[cuda]')
   echo "-- weft-shim-tests [cuda]"
   "$BUILD/tests/shim/weft-shim-tests" '[cuda]' || rc=1
   return "$rc"

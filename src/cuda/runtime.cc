@@ -128,6 +128,57 @@ void pinnedFree(void* p) {
   if (p && cudaFreeHost(p) != cudaSuccess) cudaGetLastError();
 }
 
+Status deviceAlloc(size_t bytes, void** p) {
+  void* q = nullptr;
+  cudaError_t e = cudaMalloc(&q, bytes ? bytes : 1);
+  if (e != cudaSuccess) return cudaError(strFormat("cudaMalloc(%zu)", bytes).c_str(), e);
+  *p = q;
+  return Status();
+}
+
+void deviceFree(void* p) {
+  if (p && cudaFree(p) != cudaSuccess) cudaGetLastError();
+}
+
+static_assert(sizeof(cudaIpcMemHandle_t) == kIpcHandleBytes, "cudaIpcMemHandle_t size");
+
+Status ipcHandle(void* base, std::string* handle) {
+  cudaIpcMemHandle_t h;
+  cudaError_t e = cudaIpcGetMemHandle(&h, base);
+  if (e != cudaSuccess) return cudaError("cudaIpcGetMemHandle", e);
+  handle->assign(reinterpret_cast<const char*>(&h), sizeof h);
+  return Status();
+}
+
+Status ipcOpen(const std::string& handle, void** p) {
+  if (handle.size() != sizeof(cudaIpcMemHandle_t))
+    return invalidArgument("cudaIpcOpenMemHandle: a handle of the wrong size");
+  cudaIpcMemHandle_t h;
+  memcpy(&h, handle.data(), sizeof h);
+  void* q = nullptr;
+  cudaError_t e = cudaIpcOpenMemHandle(&q, h, cudaIpcMemLazyEnablePeerAccess);
+  if (e != cudaSuccess) return cudaError("cudaIpcOpenMemHandle", e);
+  *p = q;
+  return Status();
+}
+
+void ipcClose(void* p) {
+  if (p && cudaIpcCloseMemHandle(p) != cudaSuccess) cudaGetLastError();
+}
+
+Status streamCreate(void** stream) {
+  cudaStream_t s = nullptr;
+  cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  if (e != cudaSuccess) return cudaError("cudaStreamCreate", e);
+  *stream = s;
+  return Status();
+}
+
+void streamDestroy(void* stream) {
+  if (stream && cudaStreamDestroy(static_cast<cudaStream_t>(stream)) != cudaSuccess)
+    cudaGetLastError();
+}
+
 Status copyAsync(void* dst, const void* src, size_t bytes, void* stream) {
   if (!bytes) return Status();
   cudaError_t e =

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <string>
+
 #include "core/status.h"
 #include "cuda/mem_rules.h"
 
@@ -38,6 +40,19 @@ BufferDesc describePointer(const char* role, const void* p);
 // same address on both sides). Owned by the caller: pinnedFree.
 Status pinnedAlloc(size_t bytes, void** p);
 void pinnedFree(void* p);
+
+// Device memory of the current device (cudaMalloc / cudaFree).
+Status deviceAlloc(size_t bytes, void** p);
+void deviceFree(void* p);
+// CUDA IPC: the handle of an allocation's base (kIpcHandleBytes bytes), and
+// the mapping of a peer process's handle into this one (ipcClose undoes it).
+constexpr size_t kIpcHandleBytes = 64;
+Status ipcHandle(void* base, std::string* handle);
+Status ipcOpen(const std::string& handle, void** p);
+void ipcClose(void* p);
+// A non-blocking stream of the current device, for a transport's copies.
+Status streamCreate(void** stream);
+void streamDestroy(void* stream);
 
 // cudaMemcpyAsync(cudaMemcpyDefault) on `stream`.
 Status copyAsync(void* dst, const void* src, size_t bytes, void* stream);

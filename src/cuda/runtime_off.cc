@@ -28,6 +28,13 @@ BufferDesc describePointer(const char* role, const void* p) {
 
 Status pinnedAlloc(size_t, void**) { return off(); }
 void pinnedFree(void*) {}
+Status deviceAlloc(size_t, void**) { return off(); }
+void deviceFree(void*) {}
+Status ipcHandle(void*, std::string*) { return off(); }
+Status ipcOpen(const std::string&, void**) { return off(); }
+void ipcClose(void*) {}
+Status streamCreate(void**) { return off(); }
+void streamDestroy(void*) {}
 Status copyAsync(void*, const void*, size_t, void*) { return off(); }
 Status eventCreate(void**) { return off(); }
 void eventDestroy(void*) {}

@@ -21,8 +21,7 @@ constexpr size_t kMaxFreeBlocks = 16;
 
 size_t align256(size_t n) { return (n + 255) & ~size_t{255}; }
 
-// Tickets only grow (mod 2^32): a reused block's flag still holds an older
-// one, so a new wait on it holds until the new batch is done.
+// Each batch's ticket differs from the last one of its block.
 std::atomic<uint32_t> gNextTicket{1};
 
 }  // namespace
@@ -165,7 +164,11 @@ Status StreamBatch::stage(std::vector<void*>* sends, std::vector<void*>* recvs) 
       streams_.push_back(c.stream);
   }
   WEFT_RETURN_IF_ERROR(pool().take(total, &block_));
+  // No stream uses the block now (it came back only after every stream
+  // passed it): the flag starts one below the ticket, so the wait holds
+  // whatever the ticket's value (tickets wrap around after 2^32 batches).
   block_->flags()->status = 0;
+  __atomic_store_n(&block_->flags()->flag, ticket_ - 1, __ATOMIC_RELEASE);
   size_t at = kHeader;
   sends->clear();
   recvs->clear();

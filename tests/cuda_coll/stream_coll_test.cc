@@ -269,3 +269,38 @@ TEST_CASE("stream-ordered collectives on device memory, ranks sharing one GPU", 
   haveDevice();
 }
 #endif
+
+// Runs on every machine: without a usable device the API refuses a stream
+// with the reason, writes nothing, and host calls keep working.
+TEST_CASE("CUDA absent: a stream is refused with the reason, host memory still works",
+          "[cuda-absent]") {
+#if WEFT_HAS_CUDA
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0) {
+    WARN("a CUDA device is present: the no-device path is not what runs here");
+    return;
+  }
+  cudaGetLastError();
+  const char* why = "no CUDA device";
+#else
+  const char* why = "built without CUDA";
+#endif
+  CHECK(wtest::runThreads(2, [&](weft_comm_t comm, int rank, int) -> std::string {
+          float send[16], recv[16];
+          for (int i = 0; i < 16; ++i) {
+            send[i] = static_cast<float>(rank + i);
+            recv[i] = -1.0f;
+          }
+          int fakeStream = 0;
+          weft_result_t r = weft_allreduce(send, recv, 16, WEFT_FLOAT32, WEFT_SUM, comm, &fakeStream);
+          if (r != WEFT_ERR_INVALID_USAGE) return "a stream was accepted without a device";
+          if (!strstr(weft_get_last_error(comm), why) || !strstr(weft_get_last_error(comm), "stream"))
+            return std::string("message: ") + weft_get_last_error(comm);
+          for (int i = 0; i < 16; ++i)
+            if (recv[i] != -1.0f) return "recvbuf written by a refused call";
+          TRY_WEFT(weft_allreduce(send, recv, 16, WEFT_FLOAT32, WEFT_SUM, comm, nullptr));
+          for (int i = 0; i < 16; ++i)
+            if (recv[i] != static_cast<float>(1 + 2 * i)) return "host allreduce wrong";
+          return "";
+        }) == "");
+}
