@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU check of weft's CUDA support, for a machine with one (or more)
-# NVIDIA GPUs. One script, bounded to about 7.5 minutes on a one-GPU host:
+# NVIDIA GPUs. One script; its steps' bounds add up to 8 minutes:
 #
 #   bash perf/gpu-check.sh            # results under $OUT when set, else build-gpu/gpu-check
 #
@@ -78,7 +78,7 @@ build() {
 }
 export BUILD JOBS tests
 export -f build
-section build 170 build || { note "the build failed: nothing else runs"; exit 1; }
+section build 150 build || { note "the build failed: nothing else runs"; exit 1; }
 if [ ! -x "$BUILD/perf/weft-cuda-bw" ]; then
   note "FAIL  the build has no CUDA (nvcc not found by CMake?): see $OUTDIR/build.log"
   exit 2
@@ -106,7 +106,7 @@ cuda_tests() {
 }
 export -f cuda_tests
 if [ $tests = ON ]; then
-  section cuda-tests 110 cuda_tests
+  section cuda-tests 150 cuda_tests
   if grep -q "SKIP \[cuda\]" "$OUTDIR/cuda-tests.log"; then
     note "FAIL  cuda-tests: a [cuda] test skipped on this GPU machine:"
     grep "SKIP \[cuda\]" "$OUTDIR/cuda-tests.log" | sort -u | head -n 3 | tee -a "$SUMMARY"
@@ -115,7 +115,7 @@ if [ $tests = ON ]; then
 fi
 
 # ---- 3. Kernel bandwidth -------------------------------------------------
-section cuda-bw 40 "$BUILD/perf/weft-cuda-bw" $((1 << 30)) 20
+section cuda-bw 30 "$BUILD/perf/weft-cuda-bw" $((1 << 30)) 20
 grep -E "memcpy|reduce 2|target" "$OUTDIR/cuda-bw.log" >>"$SUMMARY"
 
 # ---- 4. weft-perf on device buffers, 1 / 2 / 4 ranks on the one GPU ------
@@ -137,7 +137,7 @@ perf_ranks() {
 }
 export -f perf_ranks
 for n in 1 2 4; do
-  section "perf-device-np$n" 40 perf_ranks "$n"
+  section "perf-device-np$n" 35 perf_ranks "$n"
   grep -E "Out of bounds|Avg bus" "$OUTDIR/perf-device-np$n.log" | sed "s/^/np $n: /" >>"$SUMMARY"
 done
 
@@ -154,7 +154,7 @@ shim_check() {
 }
 export -f shim_check
 if [ $tests = ON ]; then
-  section shim-torch 60 shim_check
+  section shim-torch 45 shim_check
   if grep -q "SKIPPED (exit 77)" "$OUTDIR/shim-torch.log"; then
     note "NOTE  shim-torch was skipped: $(grep -m1 SKIP "$OUTDIR/shim-torch.log")"
   fi

@@ -4,6 +4,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "cuda/pieces.h"
 #include "cuda/runtime.h"
 
 namespace weft {
@@ -17,7 +18,9 @@ struct Flags {
 };
 constexpr size_t kHeader = 256;  // keeps every staging region 256-byte aligned
 constexpr size_t kMinBlock = size_t{1} << 20;
-constexpr size_t kMaxFreeBlocks = 16;
+// Enough for two calls cut into the most pieces: in steady state nothing is
+// freed (cudaFreeHost would synchronize the device under the caller).
+constexpr size_t kMaxFreeBlocks = 2 * kMaxPieces;
 
 size_t align256(size_t n) { return (n + 255) & ~size_t{255}; }
 
