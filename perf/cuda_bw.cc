@@ -20,13 +20,13 @@
 
 namespace {
 
-#define CK(call)                                                                   \
-  do {                                                                             \
-    cudaError_t e_ = (call);                                                       \
-    if (e_ != cudaSuccess) {                                                       \
+#define CK(call)                                                                     \
+  do {                                                                               \
+    cudaError_t e_ = (call);                                                         \
+    if (e_ != cudaSuccess) {                                                         \
       std::fprintf(stderr, "weft-cuda-bw: %s: %s\n", #call, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                \
-    }                                                                              \
+      std::exit(1);                                                                  \
+    }                                                                                \
   } while (0)
 
 struct Kind {
@@ -78,9 +78,9 @@ int main(int argc, char** argv) {
   const double copyGBs = 2.0 * static_cast<double>(bytes) * iters / (ms * 1e-3) / 1e9;
   std::printf("memcpy D2D          %8.1f GB/s (read + write)\n", copyGBs);
 
-  const Kind kinds[] = {{WEFT_FLOAT32, "float", 4},    {WEFT_BFLOAT16, "bfloat16", 2},
-                        {WEFT_FLOAT16, "half", 2},     {WEFT_FP8_E4M3, "f8e4m3", 1},
-                        {WEFT_INT32, "int32", 4},      {WEFT_FLOAT64, "double", 8}};
+  const Kind kinds[] = {{WEFT_FLOAT32, "float", 4}, {WEFT_BFLOAT16, "bfloat16", 2},
+                        {WEFT_FLOAT16, "half", 2},  {WEFT_FP8_E4M3, "f8e4m3", 1},
+                        {WEFT_INT32, "int32", 4},   {WEFT_FLOAT64, "double", 8}};
   bool ok = true;
   double floatRatio = 0;
   for (const Kind& k : kinds) {
@@ -107,18 +107,51 @@ int main(int argc, char** argv) {
       CK(cudaMemcpy(hb, b + at * k.size, k.size, cudaMemcpyDeviceToHost));
       CK(cudaMemcpy(hd, d + at * k.size, k.size, cudaMemcpyDeviceToHost));
       switch (k.dt) {
-        case WEFT_FLOAT32: { float x, y; std::memcpy(&x, ha, 4); std::memcpy(&y, hb, 4);
-          float z = weft::Sum<float>()(x, y); std::memcpy(want, &z, 4); break; }
-        case WEFT_BFLOAT16: { weft::bf16_t x, y; std::memcpy(&x, ha, 2); std::memcpy(&y, hb, 2);
-          weft::bf16_t z = weft::Sum<weft::bf16_t>()(x, y); std::memcpy(want, &z, 2); break; }
-        case WEFT_FLOAT16: { weft::half_t x, y; std::memcpy(&x, ha, 2); std::memcpy(&y, hb, 2);
-          weft::half_t z = weft::Sum<weft::half_t>()(x, y); std::memcpy(want, &z, 2); break; }
-        case WEFT_FP8_E4M3: { weft::fp8e4m3_t x{ha[0]}, y{hb[0]};
-          want[0] = weft::Sum<weft::fp8e4m3_t>()(x, y).bits; break; }
-        case WEFT_INT32: { int32_t x, y; std::memcpy(&x, ha, 4); std::memcpy(&y, hb, 4);
-          int32_t z = weft::Sum<int32_t>()(x, y); std::memcpy(want, &z, 4); break; }
-        default: { double x, y; std::memcpy(&x, ha, 8); std::memcpy(&y, hb, 8);
-          double z = weft::Sum<double>()(x, y); std::memcpy(want, &z, 8); break; }
+        case WEFT_FLOAT32: {
+          float x, y;
+          std::memcpy(&x, ha, 4);
+          std::memcpy(&y, hb, 4);
+          float z = weft::Sum<float>()(x, y);
+          std::memcpy(want, &z, 4);
+          break;
+        }
+        case WEFT_BFLOAT16: {
+          weft::bf16_t x, y;
+          std::memcpy(&x, ha, 2);
+          std::memcpy(&y, hb, 2);
+          weft::bf16_t z = weft::Sum<weft::bf16_t>()(x, y);
+          std::memcpy(want, &z, 2);
+          break;
+        }
+        case WEFT_FLOAT16: {
+          weft::half_t x, y;
+          std::memcpy(&x, ha, 2);
+          std::memcpy(&y, hb, 2);
+          weft::half_t z = weft::Sum<weft::half_t>()(x, y);
+          std::memcpy(want, &z, 2);
+          break;
+        }
+        case WEFT_FP8_E4M3: {
+          weft::fp8e4m3_t x{ha[0]}, y{hb[0]};
+          want[0] = weft::Sum<weft::fp8e4m3_t>()(x, y).bits;
+          break;
+        }
+        case WEFT_INT32: {
+          int32_t x, y;
+          std::memcpy(&x, ha, 4);
+          std::memcpy(&y, hb, 4);
+          int32_t z = weft::Sum<int32_t>()(x, y);
+          std::memcpy(want, &z, 4);
+          break;
+        }
+        default: {
+          double x, y;
+          std::memcpy(&x, ha, 8);
+          std::memcpy(&y, hb, 8);
+          double z = weft::Sum<double>()(x, y);
+          std::memcpy(want, &z, 8);
+          break;
+        }
       }
       right = right && std::memcmp(hd, want, k.size) == 0;
     }

@@ -31,7 +31,7 @@ constexpr int kBlocksPerSm = 4;
 struct ReduceParams {
   const void* srcs[kMaxReduceSources];
   void* dst0;
-  void* dst1;                  // NULL unless reduce-and-copy
+  void* dst1;                    // NULL unless reduce-and-copy
   const volatile int32_t* gate;  // NULL, or skip everything unless *gate == 0
   int nsrc;
   size_t head, vecs, tail;
@@ -148,29 +148,47 @@ template <typename T>
 int launchOp(ReduceParams p, size_t count, weft_op_t op, cudaStream_t s) {
   switch (op) {
     case WEFT_SUM:
-    case WEFT_AVG: return launch<T, WEFT_SUM>(p, count, s);
-    case WEFT_PROD: return launch<T, WEFT_PROD>(p, count, s);
-    case WEFT_MAX: return launch<T, WEFT_MAX>(p, count, s);
-    case WEFT_MIN: return launch<T, WEFT_MIN>(p, count, s);
-    default: return cudaErrorInvalidValue;
+    case WEFT_AVG:
+      return launch<T, WEFT_SUM>(p, count, s);
+    case WEFT_PROD:
+      return launch<T, WEFT_PROD>(p, count, s);
+    case WEFT_MAX:
+      return launch<T, WEFT_MAX>(p, count, s);
+    case WEFT_MIN:
+      return launch<T, WEFT_MIN>(p, count, s);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 
 int dispatch(ReduceParams p, size_t count, weft_datatype_t dt, weft_op_t op, cudaStream_t s) {
   switch (dt) {
-    case WEFT_INT8: return launchOp<int8_t>(p, count, op, s);
-    case WEFT_UINT8: return launchOp<uint8_t>(p, count, op, s);
-    case WEFT_INT32: return launchOp<int32_t>(p, count, op, s);
-    case WEFT_UINT32: return launchOp<uint32_t>(p, count, op, s);
-    case WEFT_INT64: return launchOp<int64_t>(p, count, op, s);
-    case WEFT_UINT64: return launchOp<uint64_t>(p, count, op, s);
-    case WEFT_FLOAT16: return launchOp<half_t>(p, count, op, s);
-    case WEFT_FLOAT32: return launchOp<float>(p, count, op, s);
-    case WEFT_FLOAT64: return launchOp<double>(p, count, op, s);
-    case WEFT_BFLOAT16: return launchOp<bf16_t>(p, count, op, s);
-    case WEFT_FP8_E4M3: return launchOp<fp8e4m3_t>(p, count, op, s);
-    case WEFT_FP8_E5M2: return launchOp<fp8e5m2_t>(p, count, op, s);
-    default: return cudaErrorInvalidValue;
+    case WEFT_INT8:
+      return launchOp<int8_t>(p, count, op, s);
+    case WEFT_UINT8:
+      return launchOp<uint8_t>(p, count, op, s);
+    case WEFT_INT32:
+      return launchOp<int32_t>(p, count, op, s);
+    case WEFT_UINT32:
+      return launchOp<uint32_t>(p, count, op, s);
+    case WEFT_INT64:
+      return launchOp<int64_t>(p, count, op, s);
+    case WEFT_UINT64:
+      return launchOp<uint64_t>(p, count, op, s);
+    case WEFT_FLOAT16:
+      return launchOp<half_t>(p, count, op, s);
+    case WEFT_FLOAT32:
+      return launchOp<float>(p, count, op, s);
+    case WEFT_FLOAT64:
+      return launchOp<double>(p, count, op, s);
+    case WEFT_BFLOAT16:
+      return launchOp<bf16_t>(p, count, op, s);
+    case WEFT_FP8_E4M3:
+      return launchOp<fp8e4m3_t>(p, count, op, s);
+    case WEFT_FP8_E5M2:
+      return launchOp<fp8e5m2_t>(p, count, op, s);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 

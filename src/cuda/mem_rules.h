@@ -27,8 +27,8 @@ struct BufferDesc {
   const char* role = "buffer";  // "sendbuf", "recvbuf": for messages
   const void* ptr = nullptr;    // NULL: not used by this call (skipped)
   MemKind kind = MemKind::Host;
-  int device = -1;              // device or managed memory: its device
-  void* devicePtr = nullptr;    // the address kernels use (pinned: may be NULL)
+  int device = -1;            // device or managed memory: its device
+  void* devicePtr = nullptr;  // the address kernels use (pinned: may be NULL)
 };
 
 // What the process's CUDA can do (src/cuda/runtime.h fills it once).

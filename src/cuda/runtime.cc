@@ -7,7 +7,6 @@
 
 #include <cuda.h>
 #include <cuda_runtime.h>
-
 #include <dlfcn.h>
 
 #include <atomic>
@@ -108,10 +107,18 @@ BufferDesc describePointer(const char* role, const void* p) {
   d.device = a.device;
   d.devicePtr = a.devicePointer;
   switch (a.type) {
-    case cudaMemoryTypeHost: d.kind = MemKind::Pinned; break;
-    case cudaMemoryTypeDevice: d.kind = MemKind::Device; break;
-    case cudaMemoryTypeManaged: d.kind = MemKind::Managed; break;
-    default: d.kind = MemKind::Host; break;
+    case cudaMemoryTypeHost:
+      d.kind = MemKind::Pinned;
+      break;
+    case cudaMemoryTypeDevice:
+      d.kind = MemKind::Device;
+      break;
+    case cudaMemoryTypeManaged:
+      d.kind = MemKind::Managed;
+      break;
+    default:
+      d.kind = MemKind::Host;
+      break;
   }
   return d;
 }
@@ -228,7 +235,8 @@ Status streamWaitFlag(volatile uint32_t* flag, uint32_t value, volatile int32_t*
   const int r = spinWaitOnStream(static_cast<const volatile uint32_t*>(dflag), value,
                                  static_cast<uint64_t>(timeoutS * 1e9),
                                  static_cast<volatile int32_t*>(dflagOut), stream);
-  return r == 0 ? Status() : cudaError("launching the stream wait kernel", static_cast<cudaError_t>(r));
+  return r == 0 ? Status()
+                : cudaError("launching the stream wait kernel", static_cast<cudaError_t>(r));
 }
 
 Status copyIfOk(void* dst, const void* src, size_t bytes, const volatile int32_t* status,
@@ -238,8 +246,8 @@ Status copyIfOk(void* dst, const void* src, size_t bytes, const volatile int32_t
   cudaError_t e = cudaHostGetDevicePointer(&dsrc, const_cast<void*>(src), 0);
   if (e == cudaSuccess) e = cudaHostGetDevicePointer(&dstatus, const_cast<int32_t*>(status), 0);
   if (e != cudaSuccess) return cudaError("cudaHostGetDevicePointer", e);
-  const int r = copyIfOkOnStream(dst, dsrc, bytes, static_cast<const volatile int32_t*>(dstatus),
-                                 stream);
+  const int r =
+      copyIfOkOnStream(dst, dsrc, bytes, static_cast<const volatile int32_t*>(dstatus), stream);
   return r == 0 ? Status() : cudaError("launching the copy kernel", static_cast<cudaError_t>(r));
 }
 

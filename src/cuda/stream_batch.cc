@@ -13,8 +13,8 @@ namespace {
 
 // The words a batch shares with its streams, at the start of its block.
 struct Flags {
-  uint32_t flag;    // the host stores the ticket here when the batch is done
-  int32_t status;   // 0: the collective succeeded; else the streams skip the copy out
+  uint32_t flag;   // the host stores the ticket here when the batch is done
+  int32_t status;  // 0: the collective succeeded; else the streams skip the copy out
 };
 constexpr size_t kHeader = 256;  // keeps every staging region 256-byte aligned
 constexpr size_t kMinBlock = size_t{1} << 20;

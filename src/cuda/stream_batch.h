@@ -36,7 +36,7 @@ namespace cuda {
 // or the other way round) both share one region laid out as the user's
 // buffers are, so the schedule's in-place relation holds on staging too.
 struct StagingLayout {
-  size_t bytes = 0;            // the region's size
+  size_t bytes = 0;  // the region's size
   size_t sendOff = 0, recvOff = 0;
   bool hasSend = false, hasRecv = false;
 };

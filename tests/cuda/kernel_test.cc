@@ -82,7 +82,8 @@ TEST_CASE("CUDA kernels match the host executor for every (datatype, op)", "[cud
   cudaFree(dev);
 }
 
-TEST_CASE("CUDA copy kernels: any offset, and copy-if-ok leaves the buffer on a failure", "[cuda]") {
+TEST_CASE("CUDA copy kernels: any offset, and copy-if-ok leaves the buffer on a failure",
+          "[cuda]") {
   if (!haveDevice()) return;
   const size_t n = 1 << 20;
   std::vector<uint8_t> a = randomBytes(n, 7), back(n);
@@ -112,7 +113,8 @@ TEST_CASE("CUDA copy kernels: any offset, and copy-if-ok leaves the buffer on a 
   // Bad arguments launch nothing.
   CHECK(reduceOnStream(dst, nullptr, nullptr, 1, 4, WEFT_FLOAT32, WEFT_SUM, nullptr) != 0);
   const void* one[1] = {src + 1};
-  CHECK(reduceOnStream(dst, nullptr, one, 1, 4, WEFT_FLOAT32, WEFT_SUM, nullptr) != 0);  // misaligned
+  CHECK(reduceOnStream(dst, nullptr, one, 1, 4, WEFT_FLOAT32, WEFT_SUM, nullptr) !=
+        0);  // misaligned
   cudaFree(src);
   cudaFree(dst);
   cudaFreeHost(status);

@@ -47,8 +47,8 @@ CudaState unusable(const char* why) {
 std::string decide(std::vector<BufferDesc> bufs, bool stream, const CudaState& cuda,
                    ExecPath* path) {
   *path = static_cast<ExecPath>(-1);
-  Status st = choosePath("allreduce", bufs.data(), static_cast<int>(bufs.size()), stream, cuda,
-                         path);
+  Status st =
+      choosePath("allreduce", bufs.data(), static_cast<int>(bufs.size()), stream, cuda, path);
   if (st.isOk()) return "";
   CHECK(st.code() == WEFT_ERR_INVALID_USAGE);
   CHECK(*path == static_cast<ExecPath>(-1));  // not written on refusal
@@ -75,8 +75,8 @@ TEST_CASE("memory rules: stream NULL runs host, pinned and managed memory on the
 TEST_CASE("memory rules: device memory without a stream is refused, naming the buffer",
           "[cuda-rules]") {
   ExecPath p;
-  std::string e = decide({buf("sendbuf", MemKind::Host), buf("recvbuf", MemKind::Device, 3)},
-                         false, usable(), &p);
+  std::string e = decide({buf("sendbuf", MemKind::Host), buf("recvbuf", MemKind::Device, 3)}, false,
+                         usable(), &p);
   CHECK(e.find("recvbuf") != std::string::npos);
   CHECK(e.find("device 3") != std::string::npos);
   CHECK(e.find("stream is NULL") != std::string::npos);
@@ -103,8 +103,8 @@ TEST_CASE("memory rules: a stream with device, managed or mapped pinned memory i
 TEST_CASE("memory rules: a stream refuses pageable memory, other devices, unmapped pinned memory",
           "[cuda-rules]") {
   ExecPath p;
-  std::string e = decide({buf("sendbuf", MemKind::Device), buf("recvbuf", MemKind::Host)}, true,
-                         usable(), &p);
+  std::string e =
+      decide({buf("sendbuf", MemKind::Device), buf("recvbuf", MemKind::Host)}, true, usable(), &p);
   CHECK(e.find("recvbuf") != std::string::npos);
   CHECK(e.find("pageable") != std::string::npos);
   e = decide({buf("sendbuf", MemKind::Device, 2), buf("recvbuf", MemKind::Device, 0)}, true,

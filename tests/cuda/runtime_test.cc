@@ -2,12 +2,13 @@
 // (or a weft built without CUDA) it must say so and keep host memory on the
 // host path; with a device, cudaPointerGetAttributes must tell every kind of
 // memory apart ([cuda], skipped here without one).
+#include "cuda/runtime.h"
+
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
-#include "cuda/runtime.h"
 #include "tests/cuda/device_util.h"
 
 #if WEFT_HAS_CUDA

@@ -30,9 +30,9 @@ bool haveDevice() {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e == cudaSuccess && n > 0) return true;
-  WARN("SKIP [cuda]: no CUDA device: " << (e == cudaSuccess ? "the driver reports none"
-                                                             : cudaGetErrorString(e))
-                                       << "; this test needs a CUDA device");
+  WARN("SKIP [cuda]: no CUDA device: "
+       << (e == cudaSuccess ? "the driver reports none" : cudaGetErrorString(e))
+       << "; this test needs a CUDA device");
   cudaGetLastError();
 #else
   WARN("SKIP [cuda]: this weft was built without CUDA");
@@ -45,9 +45,9 @@ bool haveDevice() {
 #if WEFT_HAS_CUDA
 namespace {
 
-#define TRY_CUDA(call)                                                                 \
-  do {                                                                                 \
-    cudaError_t _e = (call);                                                           \
+#define TRY_CUDA(call)                                                                \
+  do {                                                                                \
+    cudaError_t _e = (call);                                                          \
     if (_e != cudaSuccess) return std::string(#call) + ": " + cudaGetErrorString(_e); \
   } while (0)
 
@@ -60,8 +60,8 @@ int32_t input(int r, size_t i) { return static_cast<int32_t>(r * 1000 + i % 997)
 
 enum class Coll { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AllToAll, SendRecv };
 const char* collName(Coll c) {
-  static const char* names[] = {"allreduce", "broadcast", "reduce", "allgather", "reduce_scatter",
-                                "alltoall", "sendrecv"};
+  static const char* names[] = {"allreduce",      "broadcast", "reduce",  "allgather",
+                                "reduce_scatter", "alltoall",  "sendrecv"};
   return names[static_cast<int>(c)];
 }
 
@@ -95,14 +95,24 @@ std::string runOne(weft_comm_t comm, int rank, int n, Coll coll, size_t count, b
   const auto t0 = std::chrono::steady_clock::now();
   weft_result_t r = WEFT_SUCCESS;
   switch (coll) {
-    case Coll::AllReduce: r = weft_allreduce(sb, rb, count, WEFT_INT32, WEFT_SUM, comm, s); break;
-    case Coll::Broadcast: r = weft_broadcast(sb, rb, count, WEFT_INT32, n - 1, comm, s); break;
-    case Coll::Reduce: r = weft_reduce(sb, rb, count, WEFT_INT32, WEFT_MAX, 0, comm, s); break;
-    case Coll::AllGather: r = weft_allgather(sb, rb, count, WEFT_INT32, comm, s); break;
+    case Coll::AllReduce:
+      r = weft_allreduce(sb, rb, count, WEFT_INT32, WEFT_SUM, comm, s);
+      break;
+    case Coll::Broadcast:
+      r = weft_broadcast(sb, rb, count, WEFT_INT32, n - 1, comm, s);
+      break;
+    case Coll::Reduce:
+      r = weft_reduce(sb, rb, count, WEFT_INT32, WEFT_MAX, 0, comm, s);
+      break;
+    case Coll::AllGather:
+      r = weft_allgather(sb, rb, count, WEFT_INT32, comm, s);
+      break;
     case Coll::ReduceScatter:
       r = weft_reduce_scatter(sb, rb, count, WEFT_INT32, WEFT_SUM, comm, s);
       break;
-    case Coll::AllToAll: r = weft_alltoall(sb, rb, count, WEFT_INT32, comm, s); break;
+    case Coll::AllToAll:
+      r = weft_alltoall(sb, rb, count, WEFT_INT32, comm, s);
+      break;
     case Coll::SendRecv:
       weft_group_start();
       weft_send(sb, count, WEFT_INT32, (rank + 1) % n, comm, s);
@@ -125,13 +135,21 @@ std::string runOne(weft_comm_t comm, int rank, int n, Coll coll, size_t count, b
     const size_t blk = i / (count ? count : 1), j = i % (count ? count : 1);
     switch (coll) {
       case Coll::AllReduce:
-        if (i < count) { want = 0; for (int q = 0; q < n; ++q) want += input(q, i); }
+        if (i < count) {
+          want = 0;
+          for (int q = 0; q < n; ++q) want += input(q, i);
+        }
         break;
-      case Coll::Broadcast: if (i < count) want = input(n - 1, i); break;
+      case Coll::Broadcast:
+        if (i < count) want = input(n - 1, i);
+        break;
       case Coll::Reduce:
-        if (i < count && (rank == 0 || inPlace)) want = rank == 0 ? input(n - 1, i) : input(rank, i);
+        if (i < count && (rank == 0 || inPlace))
+          want = rank == 0 ? input(n - 1, i) : input(rank, i);
         break;
-      case Coll::AllGather: want = input(static_cast<int>(blk), j); break;
+      case Coll::AllGather:
+        want = input(static_cast<int>(blk), j);
+        break;
       case Coll::ReduceScatter:
         if (inPlace) {
           want = blk == static_cast<size_t>(rank) ? 0 : input(rank, i);
@@ -142,13 +160,16 @@ std::string runOne(weft_comm_t comm, int rank, int n, Coll coll, size_t count, b
           for (int q = 0; q < n; ++q) want += input(q, rank * count + i);
         }
         break;
-      case Coll::AllToAll: want = input(static_cast<int>(blk), rank * count + j); break;
-      case Coll::SendRecv: if (i < count) want = input((rank + n - 1) % n, i); break;
+      case Coll::AllToAll:
+        want = input(static_cast<int>(blk), rank * count + j);
+        break;
+      case Coll::SendRecv:
+        if (i < count) want = input((rank + n - 1) % n, i);
+        break;
     }
     if (got[i] != want)
       return std::string(collName(coll)) + (inPlace ? " in place" : "") + ": element " +
-             std::to_string(i) + " is " + std::to_string(got[i]) + ", want " +
-             std::to_string(want);
+             std::to_string(i) + " is " + std::to_string(got[i]) + ", want " + std::to_string(want);
   }
   cudaFree(send);
   cudaFree(recv);
@@ -216,7 +237,8 @@ TEST_CASE("device memory: refused without a stream, pageable memory refused with
           TRY_CUDA(cudaStreamCreate(&s));
           weft_result_t r = weft_allreduce(dev, dev, 16, WEFT_FLOAT32, WEFT_SUM, comm, nullptr);
           if (r != WEFT_ERR_INVALID_USAGE) return "device memory without a stream was accepted";
-          if (!strstr(weft_get_last_error(comm), "stream is NULL")) return weft_get_last_error(comm);
+          if (!strstr(weft_get_last_error(comm), "stream is NULL"))
+            return weft_get_last_error(comm);
           r = weft_allreduce(host, dev, 16, WEFT_FLOAT32, WEFT_SUM, comm, s);
           if (r != WEFT_ERR_INVALID_USAGE) return "pageable memory with a stream was accepted";
           if (!strstr(weft_get_last_error(comm), "pageable")) return weft_get_last_error(comm);
@@ -285,22 +307,23 @@ TEST_CASE("CUDA absent: a stream is refused with the reason, host memory still w
 #else
   const char* why = "built without CUDA";
 #endif
-  CHECK(wtest::runThreads(2, [&](weft_comm_t comm, int rank, int) -> std::string {
-          float send[16], recv[16];
-          for (int i = 0; i < 16; ++i) {
-            send[i] = static_cast<float>(rank + i);
-            recv[i] = -1.0f;
-          }
-          int fakeStream = 0;
-          weft_result_t r = weft_allreduce(send, recv, 16, WEFT_FLOAT32, WEFT_SUM, comm, &fakeStream);
-          if (r != WEFT_ERR_INVALID_USAGE) return "a stream was accepted without a device";
-          if (!strstr(weft_get_last_error(comm), why) || !strstr(weft_get_last_error(comm), "stream"))
-            return std::string("message: ") + weft_get_last_error(comm);
-          for (int i = 0; i < 16; ++i)
-            if (recv[i] != -1.0f) return "recvbuf written by a refused call";
-          TRY_WEFT(weft_allreduce(send, recv, 16, WEFT_FLOAT32, WEFT_SUM, comm, nullptr));
-          for (int i = 0; i < 16; ++i)
-            if (recv[i] != static_cast<float>(1 + 2 * i)) return "host allreduce wrong";
-          return "";
-        }) == "");
+  CHECK(
+      wtest::runThreads(2, [&](weft_comm_t comm, int rank, int) -> std::string {
+        float send[16], recv[16];
+        for (int i = 0; i < 16; ++i) {
+          send[i] = static_cast<float>(rank + i);
+          recv[i] = -1.0f;
+        }
+        int fakeStream = 0;
+        weft_result_t r = weft_allreduce(send, recv, 16, WEFT_FLOAT32, WEFT_SUM, comm, &fakeStream);
+        if (r != WEFT_ERR_INVALID_USAGE) return "a stream was accepted without a device";
+        if (!strstr(weft_get_last_error(comm), why) || !strstr(weft_get_last_error(comm), "stream"))
+          return std::string("message: ") + weft_get_last_error(comm);
+        for (int i = 0; i < 16; ++i)
+          if (recv[i] != -1.0f) return "recvbuf written by a refused call";
+        TRY_WEFT(weft_allreduce(send, recv, 16, WEFT_FLOAT32, WEFT_SUM, comm, nullptr));
+        for (int i = 0; i < 16; ++i)
+          if (recv[i] != static_cast<float>(1 + 2 * i)) return "host allreduce wrong";
+        return "";
+      }) == "");
 }

@@ -33,8 +33,7 @@ bool haveDevice() {
     _exit(cudaGetDeviceCount(&n) == cudaSuccess && n > 0 ? 0 : 1);
   }
   int status = 0;
-  if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
-      WEXITSTATUS(status) == 0)
+  if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0)
     return true;
   WARN("SKIP [cuda]: no CUDA device here; the cuda_ipc transport tests need one");
 #else
@@ -207,7 +206,8 @@ const std::vector<size_t> kSizes = {0, 1, 7, 4096, (1u << 20) + 3, 64u << 20};
 
 // Processes first: each case runs in its own ctest process, and a threads
 // case in the same process would initialize CUDA before the fork.
-TEST_CASE("cuda_ipc: every size with the recv before or after the send as processes", "[cuda][transport]") {
+TEST_CASE("cuda_ipc: every size with the recv before or after the send as processes",
+          "[cuda][transport]") {
   if (!haveDevice()) return;
 #if WEFT_HAS_CUDA
   for (bool recvFirst : {true, false}) {

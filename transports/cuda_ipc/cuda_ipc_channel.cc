@@ -12,9 +12,8 @@ using shm::FifoHeader;
 using shm::SlotHeader;
 
 CudaIpcChannel::CudaIpcChannel(int rank, int peer, std::string peerDesc,
-                               std::unique_ptr<shm::Segment> out,
-                               std::unique_ptr<shm::Segment> in, char* outSlots, char* inSlots,
-                               size_t slotBytes, void* stream)
+                               std::unique_ptr<shm::Segment> out, std::unique_ptr<shm::Segment> in,
+                               char* outSlots, char* inSlots, size_t slotBytes, void* stream)
     : rank_(rank),
       peer_(peer),
       peerDesc_(std::move(peerDesc)),
@@ -107,13 +106,13 @@ Status CudaIpcChannel::issueRecvs() {
     const size_t part = std::min(slotBytes_, op.len - op.off);
     if (s->seq != recvSeq_ || s->partLen != part) {
       h->broken.store(1, std::memory_order_release);
-      return fail(Status(WEFT_ERR_INTERNAL,
-                         strFormat("corrupt cuda_ipc FIFO from %s to rank %d: slot of message "
-                                   "#%llu (%llu bytes) where #%llu (%zu bytes) was expected",
-                                   peerDesc_.c_str(), rank_,
-                                   static_cast<unsigned long long>(s->seq),
-                                   static_cast<unsigned long long>(s->partLen),
-                                   static_cast<unsigned long long>(recvSeq_), part)));
+      return fail(
+          Status(WEFT_ERR_INTERNAL,
+                 strFormat("corrupt cuda_ipc FIFO from %s to rank %d: slot of message "
+                           "#%llu (%llu bytes) where #%llu (%zu bytes) was expected",
+                           peerDesc_.c_str(), rank_, static_cast<unsigned long long>(s->seq),
+                           static_cast<unsigned long long>(s->partLen),
+                           static_cast<unsigned long long>(recvSeq_), part)));
     }
     if (part)
       WEFT_RETURN_IF_ERROR(

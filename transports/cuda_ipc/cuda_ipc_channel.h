@@ -34,8 +34,8 @@ class CudaIpcChannel {
   // device slots for us (mapped); inSlots: ours for the peer. slotBytes:
   // bytes of one device slot. `stream` carries this channel's copies.
   CudaIpcChannel(int rank, int peer, std::string peerDesc, std::unique_ptr<shm::Segment> out,
-                 std::unique_ptr<shm::Segment> in, char* outSlots, char* inSlots,
-                 size_t slotBytes, void* stream);
+                 std::unique_ptr<shm::Segment> in, char* outSlots, char* inSlots, size_t slotBytes,
+                 void* stream);
   ~CudaIpcChannel();
   // Creates the events (one per slot and direction); once, before use.
   Status init();

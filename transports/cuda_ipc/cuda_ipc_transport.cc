@@ -179,9 +179,9 @@ class CudaIpcTransport : public Transport {
   uint64_t hostHash_;
   bool addressed_ = false, connected_ = false;
   void* stream_ = nullptr;
-  std::vector<void*> fifos_;                              // ours, cudaMalloc'ed
-  std::vector<void*> opened_;                             // peers', IPC-mapped
-  std::vector<char*> inFifo_;                             // by sender rank
+  std::vector<void*> fifos_;                             // ours, cudaMalloc'ed
+  std::vector<void*> opened_;                            // peers', IPC-mapped
+  std::vector<char*> inFifo_;                            // by sender rank
   std::vector<std::unique_ptr<shm::Segment>> incoming_;  // control, by sender, until connect
   std::vector<std::shared_ptr<CudaIpcChannel>> channels_;
   std::vector<std::unique_ptr<shm::PidWatch>> watches_;
@@ -193,7 +193,8 @@ Status CudaIpcTransport::connectImpl(const std::vector<int>& peers,
   if (!addressed_ || connected_)
     return invalidUsage("cuda_ipc transport: connect() needs one localAddress() first, once");
   connected_ = true;
-  const size_t blobBytes = sizeof(BlobHeader) + static_cast<size_t>(ctx_.nranks) * sizeof(BlobEntry);
+  const size_t blobBytes =
+      sizeof(BlobHeader) + static_cast<size_t>(ctx_.nranks) * sizeof(BlobEntry);
   watches_.resize(ctx_.nranks);
   std::vector<char*> outFifo(ctx_.nranks, nullptr);
   for (int p : peers) {
@@ -255,9 +256,9 @@ Status CudaIpcTransport::connectImpl(const std::vector<int>& peers,
     if (all) break;
     for (int p : peers)
       if (!(opened[p] && attached[p]) && watches_[p]->exited())
-        return Status(WEFT_ERR_REMOTE, strFormat("cuda_ipc transport: rank %d connecting: ",
-                                                 ctx_.rank) +
-                                           describe(p) + " exited");
+        return Status(WEFT_ERR_REMOTE,
+                      strFormat("cuda_ipc transport: rank %d connecting: ", ctx_.rank) +
+                          describe(p) + " exited");
     if (dl.expired())
       return Status(WEFT_ERR_TIMEOUT,
                     strFormat("cuda_ipc transport: rank %d timed out after %.1f s connecting",
@@ -275,8 +276,9 @@ Status CudaIpcTransport::connectImpl(const std::vector<int>& peers,
     channels_[p] = ch;
     (*eps)[p] = std::make_unique<CudaIpcEndpoint>(ch);
   }
-  WEFT_INFO(kTransport, "cuda_ipc transport: rank %d connected to %zu peers (%u slots of %zu bytes)",
-            ctx_.rank, peers.size(), slots(), slotBytes());
+  WEFT_INFO(kTransport,
+            "cuda_ipc transport: rank %d connected to %zu peers (%u slots of %zu bytes)", ctx_.rank,
+            peers.size(), slots(), slotBytes());
   return Status();
 }
 
