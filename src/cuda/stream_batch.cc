@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "cuda/pieces.h"
 #include "cuda/runtime.h"
+#include "kernels/cuda/vector_plan.h"
 
 namespace weft {
 namespace cuda {
@@ -162,7 +163,7 @@ Status StreamBatch::stage(std::vector<void*>* sends, std::vector<void*>* recvs) 
   size_t total = kHeader;
   for (const StreamCall& c : calls_) {
     layouts_.push_back(layoutStaging(c.send, c.sendLen, c.recv, c.recvLen));
-    total += align256(layouts_.back().bytes);
+    total += align256(layouts_.back().bytes + kVectorBytes);  // + room to match alignment
     if (std::find(streams_.begin(), streams_.end(), c.stream) == streams_.end())
       streams_.push_back(c.stream);
   }
@@ -178,8 +179,13 @@ Status StreamBatch::stage(std::vector<void*>* sends, std::vector<void*>* recvs) 
   for (size_t i = 0; i < calls_.size(); ++i) {
     const StreamCall& c = calls_[i];
     const StagingLayout& l = layouts_[i];
-    uint8_t* region = block_->base + at;
-    at += align256(l.bytes);
+    // The region sits at the user's buffers' offset modulo 16, so that the
+    // copy-out kernel moves 16-byte vectors (kernels/cuda/vector_plan.h).
+    const uintptr_t user = c.recv ? reinterpret_cast<uintptr_t>(c.recv) - l.recvOff
+                                  : reinterpret_cast<uintptr_t>(c.send) - l.sendOff;
+    uint8_t* region = block_->base + at + user % kVectorBytes;
+    regions_.push_back(region);
+    at += align256(l.bytes + kVectorBytes);
     sends->push_back(l.hasSend ? region + l.sendOff : nullptr);
     recvs->push_back(l.hasRecv ? region + l.recvOff : nullptr);
     if (c.readSend && l.hasSend)
@@ -200,12 +206,10 @@ Status StreamBatch::release() {
     WEFT_RETURN_IF_ERROR(streamWaitFlag(&f->flag, ticket_, &f->status, timeoutS_, s));
     released_ = true;  // from here on, complete() must run
   }
-  size_t at = kHeader;
   for (size_t i = 0; i < calls_.size(); ++i) {
     const StreamCall& c = calls_[i];
     const StagingLayout& l = layouts_[i];
-    uint8_t* region = block_->base + at;
-    at += align256(l.bytes);
+    uint8_t* region = regions_[i];
     if (c.writeRecv && l.hasRecv && c.recvLen)
       WEFT_RETURN_IF_ERROR(copyIfOk(c.recvDevice ? c.recvDevice : c.recv, region + l.recvOff,
                                     c.recvLen, &f->status, c.stream));
