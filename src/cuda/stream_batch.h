@@ -86,9 +86,9 @@ class StreamBatch {
   std::vector<StreamCall> calls_;
   std::vector<StagingLayout> layouts_;
   std::vector<uint8_t*> regions_;  // each call's staging region
-  std::vector<void*> streams_;  // distinct, in order of appearance
-  std::vector<void*> ready_;    // an event per stream: its earlier work done
-  std::vector<void*> after_;    // an event per stream: past the final copy
+  std::vector<void*> streams_;     // distinct, in order of appearance
+  std::vector<void*> ready_;       // an event per stream: its earlier work done
+  std::vector<void*> after_;       // an event per stream: past the final copy
   Block* block_ = nullptr;
   uint32_t ticket_ = 0;
   double timeoutS_;
