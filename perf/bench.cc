@@ -13,6 +13,7 @@
 
 #include "dtypes.h"
 #include "pattern.h"
+#include "perf/device.h"
 
 namespace weftperf {
 
@@ -41,6 +42,11 @@ struct Ctx {
   const Options* o;
   char* send;  // out-of-place send buffer
   char* recv;  // receive buffer; the only buffer in place
+  // -G: the calls run on device copies of send / recv and on dev.stream;
+  // the host buffers above stay where inputs are made and results checked.
+  bool onDevice;
+  DeviceBufs dev;
+  size_t bufBytes;  // of each of send and recv
 };
 
 #define WP_CHECK(ctx, call)                                           \
@@ -92,29 +98,42 @@ Bufs buffersFor(const Ctx& c, const Layout& L, size_t elt, bool inPlace) {
   }
 }
 
+// -G: the device addresses of host buffers b (same offsets; NULL stays NULL).
+Bufs deviceBufs(const Ctx& c, const Bufs& b) {
+  auto map = [&](const void* p) -> char* {
+    const char* q = static_cast<const char*>(p);
+    if (!q) return nullptr;
+    if (q >= c.send && q < c.send + c.bufBytes) return c.dev.send + (q - c.send);
+    return c.dev.recv + (q - c.recv);
+  };
+  return {map(b.send), map(b.recv)};
+}
+
 weft_result_t launchRaw(const Ctx& c, const Layout& L, weft_datatype_t dt, weft_op_t op,
-                        const Bufs& b) {
+                        const Bufs& hb) {
   const int root = c.o->root;
+  const Bufs b = c.onDevice ? deviceBufs(c, hb) : hb;
+  weft_stream_t const stream = c.onDevice ? c.dev.stream : nullptr;
   switch (c.o->coll) {
     case Coll::AllReduce:
-      return weft_allreduce(b.send, b.recv, L.count, dt, op, c.comm, nullptr);
+      return weft_allreduce(b.send, b.recv, L.count, dt, op, c.comm, stream);
     case Coll::Broadcast:
-      return weft_broadcast(b.send, b.recv, L.count, dt, root, c.comm, nullptr);
+      return weft_broadcast(b.send, b.recv, L.count, dt, root, c.comm, stream);
     case Coll::Reduce:
-      return weft_reduce(b.send, b.recv, L.count, dt, op, root, c.comm, nullptr);
+      return weft_reduce(b.send, b.recv, L.count, dt, op, root, c.comm, stream);
     case Coll::AllGather:
-      return weft_allgather(b.send, b.recv, L.count, dt, c.comm, nullptr);
+      return weft_allgather(b.send, b.recv, L.count, dt, c.comm, stream);
     case Coll::ReduceScatter:
-      return weft_reduce_scatter(b.send, b.recv, L.count, dt, op, c.comm, nullptr);
+      return weft_reduce_scatter(b.send, b.recv, L.count, dt, op, c.comm, stream);
     case Coll::AllToAll:
-      return weft_alltoall(b.send, b.recv, L.count, dt, c.comm, nullptr);
+      return weft_alltoall(b.send, b.recv, L.count, dt, c.comm, stream);
     case Coll::SendRecv: {
       const int next = (c.rank + 1) % c.nranks;
       const int prev = (c.rank + c.nranks - 1) % c.nranks;
       weft_result_t r = weft_group_start();
       if (r != WEFT_SUCCESS) return r;
-      weft_result_t rs = weft_send(b.send, L.count, dt, next, c.comm, nullptr);
-      weft_result_t rr = weft_recv(b.recv, L.count, dt, prev, c.comm, nullptr);
+      weft_result_t rs = weft_send(b.send, L.count, dt, next, c.comm, stream);
+      weft_result_t rr = weft_recv(b.recv, L.count, dt, prev, c.comm, stream);
       r = weft_group_end();  // always close the group, even after a failed record
       if (rs != WEFT_SUCCESS) return rs;
       if (rr != WEFT_SUCCESS) return rr;
@@ -221,6 +240,32 @@ struct Measure {
   int64_t wrong;   // summed over ranks; -1 when not checked
 };
 
+[[noreturn]] void deviceFatal(const Ctx& c, const std::string& err) {
+  std::fprintf(stderr, "weft-perf: rank %d: %s\n", c.rank, err.c_str());
+  std::fflush(stderr);
+  weft_comm_abort(c.comm);
+  _exit(3);
+}
+
+// -G: the host inputs (and the sentinel over the receive area) to the device.
+void upload(const Ctx& c, const Layout& L, const DtypeInfo& t) {
+  if (!c.onDevice) return;
+  const size_t bytes = std::max(L.recvElems, L.sendElems) * t.size;
+  std::string err;
+  if (!deviceUpload(c.dev.send, c.send, bytes, &err) ||
+      !deviceUpload(c.dev.recv, c.recv, bytes, &err))
+    deviceFatal(c, err);
+}
+
+// -G: waits for the calls queued on the stream; then the result to the host.
+void finish(const Ctx& c, const Layout& L, const DtypeInfo& t, bool download) {
+  if (!c.onDevice) return;
+  std::string err;
+  if (!deviceSync(c.dev, &err)) deviceFatal(c, err);
+  const size_t bytes = std::max(L.recvElems, L.sendElems) * t.size;
+  if (download && !deviceDownload(c.recv, c.dev.recv, bytes, &err)) deviceFatal(c, err);
+}
+
 Measure measure(const Ctx& c, const Layout& L, const DtypeInfo& t, weft_op_t op, bool inPlace,
                 uint64_t salt) {
   const Options& o = *c.o;
@@ -230,9 +275,11 @@ Measure measure(const Ctx& c, const Layout& L, const DtypeInfo& t, weft_op_t op,
     // Realistic data for the timed calls (no NaN or denormal slow paths).
     ValueGen gen(t, pat, c.nranks, salt * 2);
     fillInputs(c, L, t, b, inPlace, gen);
+    upload(c, L, t);
   }
   double t0 = nowSeconds();
   for (int w = 0; w < o.warmup; ++w) launch(c, L, t.dt, op, b);
+  finish(c, L, t, false);
   double perCall = o.warmup > 0 ? (nowSeconds() - t0) / o.warmup : 0.0;
 
   int iters = o.iters;
@@ -240,6 +287,7 @@ Measure measure(const Ctx& c, const Layout& L, const DtypeInfo& t, weft_op_t op,
     if (o.warmup == 0) {  // one probe call to estimate the cost
       t0 = nowSeconds();
       launch(c, L, t.dt, op, b);
+      finish(c, L, t, false);
       perCall = nowSeconds() - t0;
     }
     // Every rank must run the same number of calls: agree on the estimate.
@@ -253,6 +301,7 @@ Measure measure(const Ctx& c, const Layout& L, const DtypeInfo& t, weft_op_t op,
   WP_CHECK(c, weft_barrier(c.comm, nullptr));
   t0 = nowSeconds();
   for (int it = 0; it < iters; ++it) launch(c, L, t.dt, op, b);
+  finish(c, L, t, false);
   const double local = (nowSeconds() - t0) / iters;
   Measure m;
   m.seconds = agreeMax(c, local);
@@ -261,7 +310,9 @@ Measure measure(const Ctx& c, const Layout& L, const DtypeInfo& t, weft_op_t op,
     // A separate call on freshly filled buffers, after the timed loop.
     ValueGen gen(t, pat, c.nranks, salt * 2 + 1);
     fillInputs(c, L, t, b, inPlace, gen);
+    upload(c, L, t);
     launch(c, L, t.dt, op, b);
+    finish(c, L, t, true);
     m.wrong = static_cast<int64_t>(agreeSum(c, countWrong(c, L, t, op, b, gen)));
   }
   return m;
@@ -325,6 +376,7 @@ void printHeader(const Ctx& c, const std::string& modeDesc, const std::vector<Ra
     for (size_t i = 0; i < o.ops.size(); ++i) std::printf("%s%s", i ? "," : " ", opName(o.ops[i]));
   }
   if (collHasRoot(o.coll)) std::printf(", root %d", o.root);
+  if (o.device) std::printf(", buffers in CUDA device memory (-G)");
   const char* algo = std::getenv("WEFT_ALGO");
   std::printf(", WEFT_ALGO %s\n", algo && *algo ? algo : "(unset)");
   std::printf("#\n# Using ranks\n");
@@ -449,6 +501,12 @@ int runRank(weft_comm_t comm, const Options& o, const std::string& modeDesc) {
   std::memset(recvMem, 0, bufBytes);
   c.send = static_cast<char*>(sendMem);
   c.recv = static_cast<char*>(recvMem);
+  c.bufBytes = bufBytes;
+  if (o.device) {
+    std::string err;
+    if (!deviceOpen(c.rank, bufBytes, &c.dev, &err)) deviceFatal(c, "-G: " + err);
+    c.onDevice = true;
+  }
 
   const std::vector<size_t> sizes = sweepSizes(o);
   const std::vector<weft_op_t> noOp{WEFT_SUM};  // placeholder for op-less collectives
@@ -502,6 +560,7 @@ int runRank(weft_comm_t comm, const Options& o, const std::string& modeDesc) {
   }
   std::free(sendMem);
   std::free(recvMem);
+  deviceClose(&c.dev);
   const weft_result_t dr = weft_comm_destroy(comm);
   if (dr != WEFT_SUCCESS) {
     std::fprintf(stderr, "weft-perf: rank %d: weft_comm_destroy failed: %s (%s)\n", c.rank,

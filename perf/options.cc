@@ -113,6 +113,7 @@ const Flag kFlags[] = {
     {"-z", nullptr, "--blocking"},    {"-np", nullptr, "--nprocs"},
     {"-t", nullptr, "--nthreads"},    {"-a", "-A", "--algo"},
     {"-T", nullptr, "--time_budget"}, {"-B", nullptr, "--bind"},
+    {"-G", nullptr, "--device"},
 };
 
 std::string baseName(const char* path) {
@@ -192,6 +193,8 @@ void printUsage(FILE* f, const char* prog) {
                "  -a, -A, --algo ALGO    set WEFT_ALGO=<collective>:ALGO before init\n"
                "  -T, --time_budget S    cap each timed loop at about S seconds (>= 1 iteration)\n"
                "  -B, --bind 0|1         pin -np ranks to the allowed CPUs round-robin, default 1\n"
+               "  -G, --device 0|1       1: buffers in CUDA device memory (rank r on device\n"
+               "                         r %% devices), calls on a stream; default 0 (host)\n"
                "  -h, --help             this text\n"
                "Without -np/-t the ranks come from the launcher (WEFT_RANK, torchrun, Open MPI,\n"
                "SLURM); with no launcher in the environment, one rank runs.\n",
@@ -287,6 +290,8 @@ ParseResult parseOptions(int argc, char** argv, Options* o, std::string* err) {
       ok = !o->algo.empty();
     } else if (name == "-B") {
       ok = parseInt(value, 0, 1, &o->bind);
+    } else if (name == "-G") {
+      ok = parseInt(value, 0, 1, &o->device);
     } else if (name == "-T") {
       ok = parseDouble(value, &o->timeBudget) && o->timeBudget > 0;
     }

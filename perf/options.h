@@ -35,6 +35,7 @@ struct Options {
   std::string algo;  // -a / -A
   double timeBudget = 0;  // -T seconds per size and placement; 0 = none
   int bind = 1;           // -B: pin forked ranks to CPUs round-robin (as mpirun does)
+  int device = 0;         // -G: buffers in CUDA device memory, calls on a stream
 };
 
 enum class ParseResult { Ok, Help, Error };

@@ -133,5 +133,7 @@ class Transport {
 std::unique_ptr<Transport> makeSelfTransport(const TransportContext& ctx);
 std::unique_ptr<Transport> makeShmTransport(const TransportContext& ctx);
 std::unique_ptr<Transport> makeTcpTransport(const TransportContext& ctx);
+// Device memory between ranks of one host (CUDA IPC); needs a usable device.
+std::unique_ptr<Transport> makeCudaIpcTransport(const TransportContext& ctx);
 
 }  // namespace weft

@@ -22,7 +22,8 @@ bool overlaps(const void* a, size_t alen, const void* b, size_t blen) {
   return alen && blen && x < y + blen && y < x + alen;
 }
 
-Status check(const std::shared_ptr<Comm>& c, const Call& k, weft_stream_t stream, CollArgs* out) {
+Status check(const std::shared_ptr<Comm>& c, const Call& k, weft_stream_t stream, CollArgs* out,
+             PendingCall* pc) {
   const char* name = collName(k.type);
   const int n = c->nranks();
   if (static_cast<int>(k.dtype) < 0 || k.dtype >= WEFT_NUM_DATATYPES)
@@ -37,10 +38,6 @@ Status check(const std::shared_ptr<Comm>& c, const Call& k, weft_stream_t stream
   const bool p2p = k.type == CollType::Send || k.type == CollType::Recv;
   if (p2p && (k.root < 0 || k.root >= n))
     return invalidArgument(strFormat("%s: peer %d is outside [0, %d)", name, k.root, n));
-  if (stream != nullptr)
-    return invalidUsage(strFormat("%s: a stream was given, but this weft was built without CUDA; "
-                                  "pass NULL for host memory",
-                                  name));
   const size_t elt = datatypeSize(k.dtype);
   if (k.count > (SIZE_MAX / 2) / elt / static_cast<size_t>(n))
     return invalidArgument(strFormat("%s: count %zu is too large", name, k.count));
@@ -74,6 +71,9 @@ Status check(const std::shared_ptr<Comm>& c, const Call& k, weft_stream_t stream
   if (!a.inPlace && needSend && needRecv && overlaps(k.send, sb, k.recv, rb))
     return invalidArgument(strFormat("%s: sendbuf and recvbuf overlap but are not in place",
                                      name));
+  pc->send = k.send;
+  pc->recv = k.recv;
+  WEFT_RETURN_IF_ERROR(resolveMemory(name, stream, needSend, needRecv, pc));
   *out = a;
   return Status();
 }
@@ -87,15 +87,23 @@ weft_result_t submit(weft_comm_t comm, const Call& k, weft_stream_t stream) {
     return setError(static_cast<Comm*>(nullptr), st);
   }
   CollArgs a;
-  st = check(c, k, stream, &a);
+  PendingCall pc;
+  st = check(c, k, stream, &a, &pc);
   if (st.isError()) {
     if (g.depth > 0 && g.error.isOk()) g.error = st;
     return setError(c.get(), st);
   }
-  PendingCall pc{c, a, k.dtype, k.send, k.recv, false};
+  pc.comm = c;
+  pc.args = a;
+  pc.dtype = k.dtype;
   if (g.depth > 0) {
     g.calls.push_back(pc);
     return WEFT_SUCCESS;
+  }
+  if (pc.onStream) {  // enqueued on the stream; runs in the comm's progress thread
+    std::vector<PendingCall> one{pc};
+    st = issueStreamCalls(one, nullptr, nullptr);
+    return st.isOk() ? WEFT_SUCCESS : setError(c.get(), st);
   }
   st = c->runNow(a, k.dtype, k.send, k.recv);
   return st.isOk() ? WEFT_SUCCESS : setError(c.get(), st);

@@ -31,10 +31,15 @@ weft_result_t setError(Comm* comm, const Status& st);
 struct PendingCall {
   std::shared_ptr<Comm> comm;
   CollArgs args;
-  weft_datatype_t dtype;
-  const void* send;
-  void* recv;
+  weft_datatype_t dtype = WEFT_UINT8;
+  const void* send = nullptr;
+  void* recv = nullptr;
   bool stageSend = false;  // set by issueCalls
+  // Stream-ordered calls (device memory, src/api/stream_calls.cc).
+  bool onStream = false;
+  void* stream = nullptr;
+  bool readsSend = false, writesRecv = false;
+  void* recvDevice = nullptr;  // the address kernels use for recv
 };
 struct GroupState {
   int depth = 0;
@@ -43,8 +48,18 @@ struct GroupState {
 };
 GroupState& threadGroup();
 
+// Decides where a checked call runs (src/cuda/mem_rules.h) and fills the
+// stream fields of *pc. INVALID_USAGE naming the buffer when refused.
+Status resolveMemory(const char* name, weft_stream_t stream, bool needSend, bool needRecv,
+                     PendingCall* pc);
+// Issues stream-ordered calls as one batch (one gate, one completion) and
+// returns at once; the comms' progress threads run them.
+Status issueStreamCalls(std::vector<PendingCall>& calls, std::shared_ptr<OpTracker>* trackerOut,
+                        std::vector<std::shared_ptr<Comm>>* commsOut);
+
 // Issues `calls` (all comms' ops enqueued in order) and, when `wait`, drives
-// them to completion. Returns the shared tracker.
+// them to completion. Returns the shared tracker. Stream-ordered calls are
+// issued by issueStreamCalls and never waited for.
 Status issueCalls(std::vector<PendingCall>& calls, bool wait,
                   std::shared_ptr<OpTracker>* trackerOut,
                   std::vector<std::shared_ptr<Comm>>* commsOut);

@@ -15,6 +15,12 @@ namespace weft {
 Status issueCalls(std::vector<PendingCall>& calls, bool wait,
                   std::shared_ptr<OpTracker>* trackerOut,
                   std::vector<std::shared_ptr<Comm>>* commsOut) {
+  const size_t onStream = static_cast<size_t>(
+      std::count_if(calls.begin(), calls.end(), [](const PendingCall& c) { return c.onStream; }));
+  if (onStream == calls.size() && onStream > 0) return issueStreamCalls(calls, trackerOut, commsOut);
+  if (onStream > 0)
+    return invalidUsage("a group mixes stream-ordered calls (device memory) with host calls "
+                        "(stream NULL); issue them in separate groups");
   auto tracker = std::make_shared<OpTracker>();
   std::vector<std::shared_ptr<Comm>> comms;
   // A send whose buffer overlaps a receive of the same group is copied

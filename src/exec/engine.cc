@@ -265,6 +265,19 @@ bool Engine::progress() {
   bool runnerAhead = false;  // an earlier runner op is still running
   for (auto& op : ops_) {
     if (op->finished) continue;
+    if (op->tracker && op->tracker->gate) {
+      // Stream-ordered: waits for the stream's earlier work; later ops stay behind it.
+      bool open = false;
+      Status gs = op->tracker->gate(&open);
+      if (gs.isError()) {
+        fail(gs.withContext(strFormat("rank %d: %s", rank_, op->describe().c_str())));
+        return true;
+      }
+      if (!open) {
+        lastProgressNs_ = nowNs();  // the gate has its own timeout
+        break;
+      }
+    }
     if (op->runner) {
       if (runnerAhead) continue;
       Status st;

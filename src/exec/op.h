@@ -24,12 +24,17 @@ struct OpTracker {
   std::atomic<int> pending{0};
   std::mutex mu;
   Status status;
+  // Stream-ordered work (src/cuda/stream_batch.h): the ops of this tracker
+  // start only once `gate` opens (*open); an error from it fails them.
+  // `onDone` runs once, when the last op finishes, with the outcome.
+  std::function<Status(bool* open)> gate;
+  std::function<void(const Status&)> onDone;
   void finishOne(const Status& st) {
     if (st.isError()) {
       std::lock_guard<std::mutex> lk(mu);
       if (status.isOk()) status = st;
     }
-    pending.fetch_sub(1, std::memory_order_acq_rel);
+    if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1 && onDone) onDone(result());
   }
   Status result() {
     std::lock_guard<std::mutex> lk(mu);

@@ -1,15 +1,16 @@
 // Collectives and point-to-point, each onto its weft call (Gather and
 // Scatter onto a group of weft sends and receives, as NCCL builds them).
 //
-// Memory and streams: this weft runs on host memory. A buffer CUDA reports
-// as device memory is refused with ncclInvalidUsage until weft's CUDA
-// support lands. A stream is never handed to weft (which refuses streams
-// without CUDA): with a CUDA runtime in the process the shim first waits for
-// the stream, so host memory written by work queued on it is complete; then
-// the operation runs on weft's host path and is complete when the call (or
-// the outermost ncclGroupEnd) returns, which is also complete "in stream
-// order". Without CUDA a stream is an opaque handle and ignored, so CPU-only
-// callers may pass any value.
+// Memory and streams: a call on CUDA device memory is handed to weft with
+// its stream (stream 0 becomes cudaStreamLegacy, NCCL's reading of it), so
+// it is stream-ordered as NCCL's: enqueued, and done when the stream gets
+// there (src/cuda/stream_batch.h). A call on host memory never hands weft a
+// stream (weft refuses pageable memory with one): with a CUDA runtime in the
+// process the shim first waits for the stream, so host memory written by
+// work queued on it is complete; then the operation runs on weft's host path
+// and is complete when the call (or the outermost ncclGroupEnd) returns,
+// which is also complete "in stream order". Without CUDA a stream is an
+// opaque handle and ignored, so CPU-only callers may pass any value.
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -41,13 +42,10 @@ class Call {
     dt = static_cast<weft_datatype_t>(datatype);
     for (const void* p : bufs) {
       if (isDeviceMemory(p)) {
-        char where[32];
-        snprintf(where, sizeof where, "%p", p);
-        std::string msg = std::string(fn_) + ": buffer " + where +
-                          " is CUDA device memory; this weft has no CUDA support yet, so the "
-                          "NCCL shim runs on host memory only (docs/nccl-shim.md)";
-        WEFT_WARN(weft::kColl, "%s", msg.c_str());
-        return ok(setError(c_, ncclInvalidUsage, msg));
+        // cudaStreamLegacy: the handle both this runtime and weft's read as
+        // the legacy default stream.
+        wstream = stream_ ? static_cast<void*>(stream_) : reinterpret_cast<void*>(uintptr_t{1});
+        return true;
       }
     }
     return ok(syncStream(c_, fn_, stream_));
@@ -60,6 +58,12 @@ class Call {
   // A PreMulSum op: *send becomes the scaled copy of its `count` elements.
   bool preMultiply(const void** send, size_t count) {
     if (!choice_.preMul) return true;
+    if (wstream) {
+      ok(setError(c_, ncclInvalidUsage,
+                  std::string(fn_) + ": a PreMulSum op on CUDA device memory is not supported "
+                                     "yet (the scaling runs on the host)"));
+      return false;
+    }
     return ok(weft::shim::preMultiply(c_, fn_, *send, count, dt, choice_.scalar, send, &scratch_));
   }
 
@@ -79,6 +83,7 @@ class Call {
   int nranks() const { return c_->nranks; }
 
   weft_comm_t wc = nullptr;
+  void* wstream = nullptr;  // the stream handed to weft: set for device memory
   weft_datatype_t dt = WEFT_UINT8;
   weft_op_t wop = WEFT_SUM;
 
@@ -117,7 +122,7 @@ ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
   if (!k.begin(datatype, {sendbuff, recvbuff}) || !k.op(op, datatype) ||
       !k.preMultiply(&sendbuff, count))
     return k.result();
-  return k.finish(weft_allreduce(sendbuff, recvbuff, count, k.dt, k.wop, k.wc, nullptr));
+  return k.finish(weft_allreduce(sendbuff, recvbuff, count, k.dt, k.wop, k.wc, k.wstream));
 }
 WEFT_NCCL_ALIAS(ncclAllReduce)
 
@@ -128,7 +133,7 @@ ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count,
   if (!k.begin(datatype, {sendbuff, recvbuff}) || !k.op(op, datatype) ||
       !k.preMultiply(&sendbuff, count))
     return k.result();
-  return k.finish(weft_reduce(sendbuff, recvbuff, count, k.dt, k.wop, root, k.wc, nullptr));
+  return k.finish(weft_reduce(sendbuff, recvbuff, count, k.dt, k.wop, root, k.wc, k.wstream));
 }
 WEFT_NCCL_ALIAS(ncclReduce)
 
@@ -140,7 +145,7 @@ ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t rec
   if (recvcount > SIZE_MAX / static_cast<size_t>(k.nranks()))
     return k.invalid("recvcount " + std::to_string(recvcount) + " is too large");
   if (!k.preMultiply(&sendbuff, recvcount * static_cast<size_t>(k.nranks()))) return k.result();
-  return k.finish(weft_reduce_scatter(sendbuff, recvbuff, recvcount, k.dt, k.wop, k.wc, nullptr));
+  return k.finish(weft_reduce_scatter(sendbuff, recvbuff, recvcount, k.dt, k.wop, k.wc, k.wstream));
 }
 WEFT_NCCL_ALIAS(ncclReduceScatter)
 
@@ -149,7 +154,7 @@ ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                             cudaStream_t stream) {
   Call k("ncclBroadcast", comm, stream);
   if (!k.begin(datatype, {sendbuff, recvbuff})) return k.result();
-  return k.finish(weft_broadcast(sendbuff, recvbuff, count, k.dt, root, k.wc, nullptr));
+  return k.finish(weft_broadcast(sendbuff, recvbuff, count, k.dt, root, k.wc, k.wstream));
 }
 WEFT_NCCL_ALIAS(ncclBroadcast)
 
@@ -157,7 +162,7 @@ ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int r
                         ncclComm_t comm, cudaStream_t stream) {
   Call k("ncclBcast", comm, stream);
   if (!k.begin(datatype, {buff})) return k.result();
-  return k.finish(weft_broadcast(buff, buff, count, k.dt, root, k.wc, nullptr));
+  return k.finish(weft_broadcast(buff, buff, count, k.dt, root, k.wc, k.wstream));
 }
 WEFT_NCCL_ALIAS(ncclBcast)
 
@@ -165,7 +170,7 @@ ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcou
                             ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   Call k("ncclAllGather", comm, stream);
   if (!k.begin(datatype, {sendbuff, recvbuff})) return k.result();
-  return k.finish(weft_allgather(sendbuff, recvbuff, sendcount, k.dt, k.wc, nullptr));
+  return k.finish(weft_allgather(sendbuff, recvbuff, sendcount, k.dt, k.wc, k.wstream));
 }
 WEFT_NCCL_ALIAS(ncclAllGather)
 
@@ -173,7 +178,7 @@ ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   Call k("ncclAlltoAll", comm, stream);
   if (!k.begin(datatype, {sendbuff, recvbuff})) return k.result();
-  return k.finish(weft_alltoall(sendbuff, recvbuff, count, k.dt, k.wc, nullptr));
+  return k.finish(weft_alltoall(sendbuff, recvbuff, count, k.dt, k.wc, k.wstream));
 }
 WEFT_NCCL_ALIAS(ncclAlltoAll)
 
@@ -195,14 +200,14 @@ ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count,
     for (int i = 0; i < n; ++i) {
       void* dst = static_cast<unsigned char*>(recvbuff) + static_cast<size_t>(i) * blk;
       if (i != me) {
-        e(weft_recv(dst, count, k.dt, i, k.wc, nullptr));
+        e(weft_recv(dst, count, k.dt, i, k.wc, k.wstream));
       } else if (count > 0 && dst != sendbuff) {
-        e(weft_send(sendbuff, count, k.dt, me, k.wc, nullptr));
-        e(weft_recv(dst, count, k.dt, me, k.wc, nullptr));
+        e(weft_send(sendbuff, count, k.dt, me, k.wc, k.wstream));
+        e(weft_recv(dst, count, k.dt, me, k.wc, k.wstream));
       }
     }
   } else {
-    e(weft_send(sendbuff, count, k.dt, root, k.wc, nullptr));
+    e(weft_send(sendbuff, count, k.dt, root, k.wc, k.wstream));
   }
   e(weft_group_end());
   return k.finish(e.w);
@@ -227,14 +232,14 @@ ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count,
     for (int i = 0; i < n; ++i) {
       const void* src = static_cast<const unsigned char*>(sendbuff) + static_cast<size_t>(i) * blk;
       if (i != me) {
-        e(weft_send(src, count, k.dt, i, k.wc, nullptr));
+        e(weft_send(src, count, k.dt, i, k.wc, k.wstream));
       } else if (count > 0 && src != recvbuff) {
-        e(weft_send(src, count, k.dt, me, k.wc, nullptr));
-        e(weft_recv(recvbuff, count, k.dt, me, k.wc, nullptr));
+        e(weft_send(src, count, k.dt, me, k.wc, k.wstream));
+        e(weft_recv(recvbuff, count, k.dt, me, k.wc, k.wstream));
       }
     }
   } else {
-    e(weft_recv(recvbuff, count, k.dt, root, k.wc, nullptr));
+    e(weft_recv(recvbuff, count, k.dt, root, k.wc, k.wstream));
   }
   e(weft_group_end());
   return k.finish(e.w);
@@ -245,7 +250,7 @@ ncclResult_t pncclSend(const void* sendbuff, size_t count, ncclDataType_t dataty
                        ncclComm_t comm, cudaStream_t stream) {
   Call k("ncclSend", comm, stream);
   if (!k.begin(datatype, {sendbuff})) return k.result();
-  return k.finish(weft_send(sendbuff, count, k.dt, peer, k.wc, nullptr));
+  return k.finish(weft_send(sendbuff, count, k.dt, peer, k.wc, k.wstream));
 }
 WEFT_NCCL_ALIAS(ncclSend)
 
@@ -253,7 +258,7 @@ ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, in
                        ncclComm_t comm, cudaStream_t stream) {
   Call k("ncclRecv", comm, stream);
   if (!k.begin(datatype, {recvbuff})) return k.result();
-  return k.finish(weft_recv(recvbuff, count, k.dt, peer, k.wc, nullptr));
+  return k.finish(weft_recv(recvbuff, count, k.dt, peer, k.wc, k.wstream));
 }
 WEFT_NCCL_ALIAS(ncclRecv)
 

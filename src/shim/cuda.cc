@@ -3,8 +3,8 @@
 // The shim never links or loads a CUDA library: a CPU-only caller must not
 // need one. When the process has loaded one (PyTorch, a CUDA application),
 // the shim finds it with dlopen(RTLD_NOLOAD) and uses it for three things:
-// telling device pointers from host pointers (device memory is refused until
-// weft's CUDA support lands), waiting for a caller's stream before running
+// telling device pointers from host pointers (device memory goes to weft
+// with its stream, stream-ordered), waiting for a caller's stream before running
 // on the host (so host memory the stream's earlier work wrote is complete),
 // and ncclMemAlloc / ncclCommCuDevice. Found functions are published once
 // and never unloaded.

@@ -107,8 +107,8 @@ ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTy
   if (isDeviceMemory(scalar))
     return setError(c.get(), ncclInvalidUsage,
                     std::string(fn) +
-                        ": the scalar is in CUDA device memory; this weft has no CUDA support "
-                        "yet, so the scalar must be host memory");
+                        ": the scalar is in CUDA device memory; weft scales on the host, so "
+                        "the scalar must be host memory");
   ShimRedOp r;
   r.live = true;
   r.dtype = static_cast<weft_datatype_t>(datatype);

@@ -10,9 +10,8 @@ batch.
     torch_check.py --shim build/libweft-nccl.so
 
 Exit status: 0 passed, 1 failed, 77 skipped: no torch, no GPU, or a weft
-without CUDA support (the shim then refuses device buffers with
-ncclInvalidUsage; set WEFT_SHIM_REQUIRE_CUDA=1 to make that a failure once
-weft's CUDA support has landed).
+built without CUDA (device buffers are then refused with ncclInvalidUsage;
+WEFT_SHIM_REQUIRE_CUDA=1, as perf/gpu-check.sh sets, makes that a failure).
 """
 import argparse
 import copy
@@ -23,7 +22,9 @@ import sys
 
 SKIP = 77
 WORLD = 2
-NO_CUDA_MARKERS = ("CUDA device memory", "no CUDA support")
+# Messages of a weft that cannot take device buffers: an older shim, or a
+# weft built without CUDA (nvcc absent at build time).
+NO_CUDA_MARKERS = ("CUDA device memory", "no CUDA support", "built without CUDA")
 
 
 def free_port():
@@ -72,8 +73,7 @@ def parent(shim):
         if os.environ.get("WEFT_SHIM_REQUIRE_CUDA") == "1":
             print("FAIL: device buffers refused, but WEFT_SHIM_REQUIRE_CUDA=1")
             return 1
-        print("SKIP: this weft has no CUDA support yet: the shim refuses device buffers "
-              "(the check passes once weft's CUDA issue has landed)")
+        print("SKIP: this weft was built without CUDA: the shim refuses device buffers")
         return SKIP
     print(f"FAILED: worker exit codes {codes}")
     return 1

@@ -27,6 +27,8 @@ const char* kindName(Kind k) {
       return "shm";
     case Kind::Tcp:
       return "tcp";
+    case Kind::CudaIpc:
+      return "cuda_ipc";
   }
   return "?";
 }
@@ -41,6 +43,8 @@ std::unique_ptr<Transport> makeTransport(Kind k, const TransportContext& ctx) {
       return makeShmTransport(ctx);
     case Kind::Tcp:
       return makeTcpTransport(ctx);
+    case Kind::CudaIpc:
+      return makeCudaIpcTransport(ctx);
   }
   return nullptr;
 }

@@ -18,7 +18,7 @@
 namespace weft {
 namespace tpt {
 
-enum class Kind { Self, Shm, Tcp };
+enum class Kind { Self, Shm, Tcp, CudaIpc };
 enum class Mode { Threads, Procs };
 const char* kindName(Kind k);
 const char* modeName(Mode m);

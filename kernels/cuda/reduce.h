@@ -1,0 +1,54 @@
+// The CUDA reduction executor, callable from host C++ (no CUDA header
+// needed): kernels enqueued on a stream for every (datatype, op) of weft.h,
+// with the arithmetic of kernels/ops.h, the same functors the host
+// executor (kernels/cpu/reduce.h) runs.
+//
+// Every call only enqueues work: it returns once the kernel is launched, and
+// the result is there when the stream reaches it. Buffers are device memory
+// (or anything the device can address: managed, mapped pinned host memory),
+// each aligned to its element size; any element offset and count work.
+// Return values are cudaError_t codes (0 = cudaSuccess), turned into a
+// message by cudaErrorText; a bad argument gives cudaErrorInvalidValue
+// (1) and launches nothing. Built only when weft is built with CUDA.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "weft.h"
+
+namespace weft {
+namespace cuda {
+
+// Sources of one n-ary reduction at most (kernel parameters carry them).
+constexpr int kMaxReduceSources = 8;
+
+// dst0[i] = op(srcs[0][i], ..., srcs[nsrc-1][i]) for i < count, and the
+// same value to dst1[i] when dst1 is not NULL (reduce-and-copy: a ring step
+// that keeps its result and sends it on). Narrow floats are combined in
+// float and rounded once. AVG reduces as SUM. A destination may equal a
+// source (not partially overlap it). 1 <= nsrc <= kMaxReduceSources.
+int reduceOnStream(void* dst0, void* dst1, const void* const* srcs, int nsrc, size_t count,
+                   weft_datatype_t dt, weft_op_t op, void* stream);
+
+// dst[0, bytes) = src[0, bytes) by a kernel (not the copy engine); the two
+// must not overlap.
+int copyOnStream(void* dst, const void* src, size_t bytes, void* stream);
+
+// As copyOnStream, but only when *status is 0 when the kernel runs: a
+// collective that failed on the host leaves the user's buffer untouched.
+// `status` is device-addressable (mapped pinned host memory).
+int copyIfOkOnStream(void* dst, const void* src, size_t bytes, const volatile int32_t* status,
+                     void* stream);
+
+// Holds the stream until *flag - value >= 0 (as signed 32-bit), by one
+// spinning thread; after timeoutNs it gives up and sets *timedOut to 1.
+// The fallback where the driver lacks stream memory operations.
+int spinWaitOnStream(const volatile uint32_t* flag, uint32_t value, uint64_t timeoutNs,
+                     volatile int32_t* timedOut, void* stream);
+
+// The text of a cudaError_t code.
+const char* cudaErrorText(int err);
+
+}  // namespace cuda
+}  // namespace weft

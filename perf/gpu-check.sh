@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# The GPU check of weft's CUDA support, for a machine with one (or more)
+# NVIDIA GPUs. One script; its steps' bounds add up to 8 minutes:
+#
+#   bash perf/gpu-check.sh            # results under $OUT when set, else build-gpu/gpu-check
+#
+#  1. builds weft with CUDA (Release, -Werror) in $BUILD (default build-gpu);
+#  2. runs every [cuda] test (kernels against the host executor, memory
+#     kinds, stream-ordered collectives on device memory, the cuda_ipc
+#     transport) and the CPU-side CUDA tests; a [cuda] test that reports
+#     SKIP on this machine fails;
+#  3. weft-cuda-bw: the 2-input reduce of 1 GiB against cudaMemcpy D2D;
+#  4. weft-perf -G (device buffers) for 1, 2 and 4 ranks as processes on
+#     the one GPU, every collective, #wrong checked (must be 0);
+#  5. the NCCL shim's GPU section (tests/shim/gpu_check_shim.sh: PyTorch
+#     through the shim), now required to run on device memory.
+#
+# Every section has its own time bound (timeout) and log; summary.txt
+# lists each section's outcome. Exit status: 0 when every section passed,
+# 1 otherwise, 2 when the machine has no GPU or the build has no CUDA.
+# The step functions run through `timeout bash -c` (exported), hence:
+# shellcheck disable=SC2317
+set -uo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here" || exit 1
+BUILD=${BUILD:-$here/build-gpu}
+OUTDIR=${OUT:-$BUILD/gpu-check}
+mkdir -p "$OUTDIR"
+SUMMARY=$OUTDIR/summary.txt
+: >"$SUMMARY"
+START=$(date +%s)
+JOBS=$(nproc 2>/dev/null || echo 4)
+failed=0
+
+note() { echo "$*" | tee -a "$SUMMARY"; }
+elapsed() { echo $(($(date +%s) - START)); }
+# section NAME SECONDS CMD...: runs CMD (a program or one of the exported
+# functions below) bounded by `timeout`, which kills its whole process group
+# (forked ranks included); logs to $OUTDIR/NAME.log.
+section() {
+  local name=$1 limit=$2 t0 rc dt
+  shift 2
+  t0=$(date +%s)
+  echo "== $name (bound ${limit}s)"
+  timeout --kill-after=10 "$limit" bash -c '"$@"' "$name" "$@" >"$OUTDIR/$name.log" 2>&1
+  rc=$?
+  dt=$(($(date +%s) - t0))
+  if [ $rc -eq 0 ]; then
+    note "PASS  $name (${dt}s)"
+  elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+    note "FAIL  $name: ran past ${limit}s (log: $OUTDIR/$name.log)"
+    failed=1
+  else
+    note "FAIL  $name: exit $rc (log: $OUTDIR/$name.log)"
+    failed=1
+  fi
+  tail -n 15 "$OUTDIR/$name.log"
+  return "$rc"
+}
+
+note "# weft gpu-check, $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+if ! nvidia-smi -L >"$OUTDIR/nvidia-smi.txt" 2>&1; then
+  note "SKIP: nvidia-smi finds no GPU here; nothing was run"
+  exit 2
+fi
+nvidia-smi >>"$OUTDIR/nvidia-smi.txt" 2>&1
+note "# $(head -n 1 "$OUTDIR/nvidia-smi.txt")"
+
+# ---- 1. Build --------------------------------------------------------------
+tests=ON
+if ! dpkg -s catch2 >/dev/null 2>&1 && [ ! -e /usr/include/catch2/catch.hpp ]; then
+  tests=OFF
+  note "NOTE  Catch2 is not installed: tests are not built (apt-get install catch2), sections 2 skipped"
+fi
+build() {
+  cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DWEFT_WERROR=ON -DWEFT_WITH_CUDA=ON \
+    -DWEFT_BUILD_TESTS="$tests" && cmake --build "$BUILD" -j"$JOBS"
+}
+export BUILD JOBS tests
+export -f build
+section build 150 build || { note "the build failed: nothing else runs"; exit 1; }
+if [ ! -x "$BUILD/perf/weft-cuda-bw" ]; then
+  note "FAIL  the build has no CUDA (nvcc not found by CMake?): see $OUTDIR/build.log"
+  exit 2
+fi
+
+# ---- 2. Tests ------------------------------------------------------------
+# The [cuda] tests print "SKIP [cuda]" (and pass) without a device; here a
+# skip means the device was not usable, which is a failure.
+cuda_tests() {
+  local rc=0 t
+  for t in weft-cuda-tests weft-cuda-coll-tests; do
+    echo "-- $t (all, [cuda] included)"
+    "$BUILD/tests/$t" --durations yes || rc=1
+  done
+  # One process per case: a threads case initializes CUDA, and the
+  # processes cases fork their ranks.
+  echo "-- weft-transport-tests [cuda] (the cuda_ipc transport)"
+  while IFS= read -r name; do
+    [ -n "$name" ] || continue
+    "$BUILD/tests/weft-transport-tests" "$name" || rc=1
+  done < <("$BUILD/tests/weft-transport-tests" --list-test-names-only '[cuda]')
+  echo "-- weft-shim-tests [cuda]"
+  "$BUILD/tests/shim/weft-shim-tests" '[cuda]' || rc=1
+  return "$rc"
+}
+export -f cuda_tests
+if [ $tests = ON ]; then
+  section cuda-tests 150 cuda_tests
+  if grep -q "SKIP \[cuda\]" "$OUTDIR/cuda-tests.log"; then
+    note "FAIL  cuda-tests: a [cuda] test skipped on this GPU machine:"
+    grep "SKIP \[cuda\]" "$OUTDIR/cuda-tests.log" | sort -u | head -n 3 | tee -a "$SUMMARY"
+    failed=1
+  fi
+fi
+
+# ---- 3. Kernel bandwidth -------------------------------------------------
+section cuda-bw 30 "$BUILD/perf/weft-cuda-bw" $((1 << 30)) 20
+grep -E "memcpy|reduce 2|target" "$OUTDIR/cuda-bw.log" >>"$SUMMARY"
+
+# ---- 4. weft-perf on device buffers, 1 / 2 / 4 ranks on the one GPU ------
+# Every collective up to 16 MiB with every datatype checked at small sizes,
+# and allreduce float up to 256 MiB for bandwidth. #wrong must be 0
+# (weft-perf exits 1 otherwise).
+perf_ranks() {
+  local n=$1 rc=0 c
+  local P="$BUILD/perf/weft-perf"
+  echo "-- allreduce float 8 B .. 256 MiB"
+  "$P" allreduce -np "$n" -G 1 -b 8 -e 256M -f 4 -n 10 -w 2 -T 1 || rc=1
+  echo "-- allreduce every datatype and op, 1 KiB .. 1 MiB"
+  "$P" allreduce -np "$n" -G 1 -b 1K -e 1M -f 32 -n 2 -w 1 -d all -o all || rc=1
+  for c in broadcast reduce allgather reduce_scatter alltoall sendrecv; do
+    echo "-- $c 8 B .. 16 MiB"
+    "$P" "$c" -np "$n" -G 1 -b 8 -e 16M -f 8 -n 5 -w 1 -T 1 || rc=1
+  done
+  return "$rc"
+}
+export -f perf_ranks
+for n in 1 2 4; do
+  section "perf-device-np$n" 35 perf_ranks "$n"
+  grep -E "Out of bounds|Avg bus" "$OUTDIR/perf-device-np$n.log" | sed "s/^/np $n: /" >>"$SUMMARY"
+done
+
+# ---- 5. The NCCL shim with PyTorch ---------------------------------------
+# Exit 77 is the shim check's "skipped" (no torch here): noted, not failed.
+shim_check() {
+  env WEFT_SHIM_REQUIRE_CUDA=1 bash tests/shim/gpu_check_shim.sh "$BUILD"
+  local rc=$?
+  if [ "$rc" -eq 77 ]; then
+    echo "SKIPPED (exit 77)"
+    return 0
+  fi
+  return "$rc"
+}
+export -f shim_check
+if [ $tests = ON ]; then
+  section shim-torch 45 shim_check
+  if grep -q "SKIPPED (exit 77)" "$OUTDIR/shim-torch.log"; then
+    note "NOTE  shim-torch was skipped: $(grep -m1 SKIP "$OUTDIR/shim-torch.log")"
+  fi
+fi
+
+note "# total $(elapsed)s; $( [ $failed = 0 ] && echo 'all sections passed' || echo 'FAILURES above')"
+exit $failed

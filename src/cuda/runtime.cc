@@ -1,0 +1,255 @@
+// runtime.h over the CUDA runtime (linked statically, see runtime.h).
+//
+// Every failed runtime call is cleared from the runtime's sticky "last
+// error" state by the call's own return value; messages carry
+// cudaGetErrorString.
+#include "cuda/runtime.h"
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "kernels/cuda/reduce.h"
+
+namespace weft {
+namespace cuda {
+namespace {
+
+Status cudaError(const char* what, cudaError_t e) {
+  return Status(WEFT_ERR_CUDA, strFormat("%s: %s (cudaError %d)", what, cudaGetErrorString(e),
+                                         static_cast<int>(e)));
+}
+
+struct Probe {
+  bool usable = false;
+  std::string why;
+  // cuStreamWaitValue32, when the driver has it.
+  CUresult (*waitValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int) = nullptr;
+};
+
+const Probe& probe() {
+  static const Probe p = [] {
+    Probe r;
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+      r.why = strFormat("no CUDA device: %s", cudaGetErrorString(e));
+      cudaGetLastError();
+      return r;
+    }
+    if (n == 0) {
+      r.why = "no CUDA device: the driver reports none";
+      return r;
+    }
+    r.usable = true;
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault,
+                                         &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess && fn)
+      r.waitValue32 = reinterpret_cast<decltype(r.waitValue32)>(fn);
+    else
+      cudaGetLastError();
+    WEFT_INFO(kInit, "CUDA: %d device(s); stream waits by %s", n,
+              r.waitValue32 ? "cuStreamWaitValue32" : "a spinning kernel");
+    return r;
+  }();
+  return p;
+}
+
+}  // namespace
+
+bool cudaBuilt() { return true; }
+
+bool driverLoaded() {
+  static std::atomic<bool> loaded{false};
+  static std::atomic<uint64_t> nextCheckNs{0};
+  if (loaded.load(std::memory_order_relaxed)) return true;
+  const uint64_t now = nowNs();
+  if (now < nextCheckNs.load(std::memory_order_relaxed)) return false;
+  nextCheckNs.store(now + 100000000ull, std::memory_order_relaxed);
+  if (void* h = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY)) {
+    dlclose(h);
+    loaded.store(true);
+  }
+  return loaded.load();
+}
+
+CudaState cudaState() {
+  const Probe& p = probe();
+  CudaState s;
+  s.usable = p.usable;
+  s.why = p.why;
+  if (p.usable && cudaGetDevice(&s.device) != cudaSuccess) {
+    cudaGetLastError();
+    s.device = -1;
+  }
+  return s;
+}
+
+BufferDesc describePointer(const char* role, const void* p) {
+  BufferDesc d;
+  d.role = role;
+  d.ptr = p;
+  if (!p || !probe().usable) return d;
+  cudaPointerAttributes a;
+  memset(&a, 0, sizeof a);
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();  // not known to CUDA: pageable host memory
+    return d;
+  }
+  d.device = a.device;
+  d.devicePtr = a.devicePointer;
+  switch (a.type) {
+    case cudaMemoryTypeHost:
+      d.kind = MemKind::Pinned;
+      break;
+    case cudaMemoryTypeDevice:
+      d.kind = MemKind::Device;
+      break;
+    case cudaMemoryTypeManaged:
+      d.kind = MemKind::Managed;
+      break;
+    default:
+      d.kind = MemKind::Host;
+      break;
+  }
+  return d;
+}
+
+Status pinnedAlloc(size_t bytes, void** p) {
+  void* q = nullptr;
+  cudaError_t e = cudaHostAlloc(&q, bytes ? bytes : 1, cudaHostAllocMapped | cudaHostAllocPortable);
+  if (e != cudaSuccess) return cudaError(strFormat("cudaHostAlloc(%zu)", bytes).c_str(), e);
+  *p = q;
+  return Status();
+}
+
+void pinnedFree(void* p) {
+  if (p && cudaFreeHost(p) != cudaSuccess) cudaGetLastError();
+}
+
+Status deviceAlloc(size_t bytes, void** p) {
+  void* q = nullptr;
+  cudaError_t e = cudaMalloc(&q, bytes ? bytes : 1);
+  if (e != cudaSuccess) return cudaError(strFormat("cudaMalloc(%zu)", bytes).c_str(), e);
+  *p = q;
+  return Status();
+}
+
+void deviceFree(void* p) {
+  if (p && cudaFree(p) != cudaSuccess) cudaGetLastError();
+}
+
+static_assert(sizeof(cudaIpcMemHandle_t) == kIpcHandleBytes, "cudaIpcMemHandle_t size");
+
+Status ipcHandle(void* base, std::string* handle) {
+  cudaIpcMemHandle_t h;
+  cudaError_t e = cudaIpcGetMemHandle(&h, base);
+  if (e != cudaSuccess) return cudaError("cudaIpcGetMemHandle", e);
+  handle->assign(reinterpret_cast<const char*>(&h), sizeof h);
+  return Status();
+}
+
+Status ipcOpen(const std::string& handle, void** p) {
+  if (handle.size() != sizeof(cudaIpcMemHandle_t))
+    return invalidArgument("cudaIpcOpenMemHandle: a handle of the wrong size");
+  cudaIpcMemHandle_t h;
+  memcpy(&h, handle.data(), sizeof h);
+  void* q = nullptr;
+  cudaError_t e = cudaIpcOpenMemHandle(&q, h, cudaIpcMemLazyEnablePeerAccess);
+  if (e != cudaSuccess) return cudaError("cudaIpcOpenMemHandle", e);
+  *p = q;
+  return Status();
+}
+
+void ipcClose(void* p) {
+  if (p && cudaIpcCloseMemHandle(p) != cudaSuccess) cudaGetLastError();
+}
+
+Status streamCreate(void** stream) {
+  cudaStream_t s = nullptr;
+  cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  if (e != cudaSuccess) return cudaError("cudaStreamCreate", e);
+  *stream = s;
+  return Status();
+}
+
+void streamDestroy(void* stream) {
+  if (stream && cudaStreamDestroy(static_cast<cudaStream_t>(stream)) != cudaSuccess)
+    cudaGetLastError();
+}
+
+Status copyAsync(void* dst, const void* src, size_t bytes, void* stream) {
+  if (!bytes) return Status();
+  cudaError_t e =
+      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream));
+  return e == cudaSuccess ? Status() : cudaError("cudaMemcpyAsync", e);
+}
+
+Status eventCreate(void** ev) {
+  cudaEvent_t e = nullptr;
+  cudaError_t r = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+  if (r != cudaSuccess) return cudaError("cudaEventCreate", r);
+  *ev = e;
+  return Status();
+}
+
+void eventDestroy(void* ev) {
+  if (ev && cudaEventDestroy(static_cast<cudaEvent_t>(ev)) != cudaSuccess) cudaGetLastError();
+}
+
+Status eventRecord(void* ev, void* stream) {
+  cudaError_t r = cudaEventRecord(static_cast<cudaEvent_t>(ev), static_cast<cudaStream_t>(stream));
+  return r == cudaSuccess ? Status() : cudaError("cudaEventRecord", r);
+}
+
+Status eventDone(void* ev, bool* done) {
+  cudaError_t r = cudaEventQuery(static_cast<cudaEvent_t>(ev));
+  *done = r == cudaSuccess;
+  if (r == cudaSuccess || r == cudaErrorNotReady) return Status();
+  return cudaError("work queued on the stream before the collective failed", r);
+}
+
+Status streamWaitFlag(volatile uint32_t* flag, uint32_t value, volatile int32_t* timedOut,
+                      double timeoutS, void* stream) {
+  const Probe& p = probe();
+  void* dflag = nullptr;
+  cudaError_t e = cudaHostGetDevicePointer(&dflag, const_cast<uint32_t*>(flag), 0);
+  if (e != cudaSuccess) return cudaError("cudaHostGetDevicePointer", e);
+  if (p.waitValue32) {
+    CUresult r = p.waitValue32(static_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(dflag),
+                               value, CU_STREAM_WAIT_VALUE_GEQ);
+    if (r == CUDA_SUCCESS) return Status();
+    return Status(WEFT_ERR_CUDA, strFormat("cuStreamWaitValue32 failed (CUresult %d)", r));
+  }
+  void* dflagOut = nullptr;
+  e = cudaHostGetDevicePointer(&dflagOut, const_cast<int32_t*>(timedOut), 0);
+  if (e != cudaSuccess) return cudaError("cudaHostGetDevicePointer", e);
+  const int r = spinWaitOnStream(static_cast<const volatile uint32_t*>(dflag), value,
+                                 static_cast<uint64_t>(timeoutS * 1e9),
+                                 static_cast<volatile int32_t*>(dflagOut), stream);
+  return r == 0 ? Status()
+                : cudaError("launching the stream wait kernel", static_cast<cudaError_t>(r));
+}
+
+Status copyIfOk(void* dst, const void* src, size_t bytes, const volatile int32_t* status,
+                void* stream) {
+  void* dsrc = nullptr;
+  void* dstatus = nullptr;
+  cudaError_t e = cudaHostGetDevicePointer(&dsrc, const_cast<void*>(src), 0);
+  if (e == cudaSuccess) e = cudaHostGetDevicePointer(&dstatus, const_cast<int32_t*>(status), 0);
+  if (e != cudaSuccess) return cudaError("cudaHostGetDevicePointer", e);
+  const int r =
+      copyIfOkOnStream(dst, dsrc, bytes, static_cast<const volatile int32_t*>(dstatus), stream);
+  return r == 0 ? Status() : cudaError("launching the copy kernel", static_cast<cudaError_t>(r));
+}
+
+}  // namespace cuda
+}  // namespace weft
