@@ -265,7 +265,7 @@ bool Engine::progress() {
   bool runnerAhead = false;  // an earlier runner op is still running
   for (auto& op : ops_) {
     if (op->finished) continue;
-    if (op->tracker && op->tracker->gate) {
+    if (op->tracker && op->tracker->gate && !op->gateOpen) {
       // Stream-ordered: waits for the stream's earlier work; later ops stay behind it.
       bool open = false;
       Status gs = op->tracker->gate(&open);
@@ -277,6 +277,10 @@ bool Engine::progress() {
         lastProgressNs_ = nowNs();  // the gate has its own timeout
         break;
       }
+      op->gateOpen = true;
+      // Stream-ordered: this rank enters the op when its stream gets there,
+      // not when the call was made (arrival skew counts from here).
+      if (tel_ && op->rec.entryNs) tel_->begin(op->rec, nowNs());
     }
     if (op->runner) {
       if (runnerAhead) continue;

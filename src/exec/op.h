@@ -82,6 +82,7 @@ struct Op {
 
   uint64_t enqueueNs = 0;
   telemetry::OpRecord rec;  // filed by the engine when it finishes (if entryNs is set)
+  bool gateOpen = false;    // the tracker's gate (stream order) has opened for it
   bool finished = false;
   Status status;
   std::shared_ptr<OpTracker> tracker;
