@@ -90,6 +90,9 @@ Config Config::fromEnv() {
   c.shmArenaChunk = envBytes("WEFT_SHM_ARENA_CHUNK", c.shmArenaChunk);
   if (c.shmArenaChunk && c.shmArenaChunk < 4096) c.shmArenaChunk = 4096;
   c.spinUs = envLong("WEFT_SPIN_US", c.spinUs, -1, 1000000);
+  c.ibHca = envStr("WEFT_IB_HCA");
+  c.ibGidIndex = static_cast<int>(envLong("WEFT_IB_GID_INDEX", c.ibGidIndex, -1, 255));
+  c.ibQpsPerPeer = static_cast<int>(envLong("WEFT_IB_QPS_PER_PEER", c.ibQpsPerPeer, 1, 16));
   return c;
 }
 

@@ -21,6 +21,9 @@ struct Config {
   std::string algo;                // WEFT_ALGO: algorithm override (see docs/tuning.md)
   size_t shmArenaChunk = 1 << 20;  // WEFT_SHM_ARENA_CHUNK: bytes per arena round; 0 = no arena
   long spinUs = -1;                // WEFT_SPIN_US: spin before sleeping; -1 = auto
+  std::string ibHca;               // WEFT_IB_HCA: RDMA devices/ports, NCCL_IB_HCA syntax
+  int ibGidIndex = -1;             // WEFT_IB_GID_INDEX: RoCE GID index; -1 = auto
+  int ibQpsPerPeer = 2;            // WEFT_IB_QPS_PER_PEER: RC queue pairs per peer
 
   // Reads every WEFT_* variable; unknown values fall back to defaults with a warning.
   static Config fromEnv();
