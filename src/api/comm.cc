@@ -194,8 +194,9 @@ void Comm::setUpSelection() {
     int here = 0;
     for (const PeerInfo& q : peers_) here += q.hostHash == p.hostHash;
     m.maxRanksPerHost = std::max(m.maxRanksPerHost, here);
-    if (std::find(hosts.begin(), hosts.end(), p.hostHash) == hosts.end())
-      hosts.push_back(p.hostHash);
+    auto it = std::find(hosts.begin(), hosts.end(), p.hostHash);
+    hostIds_.push_back(static_cast<int>(it - hosts.begin()));
+    if (it == hosts.end()) hosts.push_back(p.hostHash);
   }
   m.nhosts = static_cast<int>(hosts.size());
   m.cores = usableCpus();
@@ -272,6 +273,7 @@ Status Comm::enqueue(const CollArgs& args, weft_datatype_t dt, const void* send,
     p.chunkBytes = cfg_.chunkBytes ? cfg_.chunkBytes : choice.chunkBytes;
     p.slots = 4;
     p.algo = choice.algo;
+    if (choice.algo == Algo::Hierarchical) p.hosts = hostIds_;
     Status bs = buildSchedule(args, p, &op->sched);
     if (bs.isError()) {
       if (op->seq) --collSeq_;

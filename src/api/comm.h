@@ -84,6 +84,7 @@ class Comm {
   std::unique_ptr<Engine> engine_;
   shm::Arena* arena_ = nullptr;  // all ranks on this host: the shm arena
   CostModel model_;
+  std::vector<int> hostIds_;  // host index of each rank (BuildParams::hosts)
   AlgoRules rules_;  // WEFT_ALGO
   struct CachedChoice {
     CollType type = CollType::Send;

@@ -4,7 +4,7 @@
 // host; every collective is checked between hosts over tcp and over ucx
 // (UCX_TLS=tcp on the veth), and the INFO logs must show that ranks of one
 // host talked over shm and ranks of different hosts over the network
-// transport. Runs as root (creating namespaces needs it) and skips, saying
+// transport; then again with the hierarchical allreduce forced. Runs as root (creating namespaces needs it) and skips, saying
 // why, otherwise. Everything it creates is removed by a guard that also runs
 // when a check fails; namespaces left by a killed earlier run (its pid
 // gone) are removed first.
@@ -163,7 +163,6 @@ std::string runJob(const Bed& bed, const std::string& run, const std::vector<std
       if (unshare(CLONE_NEWNS) != 0 || mount("", "/", nullptr, MS_SLAVE | MS_REC, nullptr) != 0 ||
           umount2("/sys", MNT_DETACH) != 0 || mount(bed.ns(host).c_str(), "/sys", "sysfs", 0, nullptr) != 0)
         _exit(16);
-      for (const std::string& e : env) putenv(strdup(e.c_str()));
       setenv("WEFT_SOCKET_IFNAME", "^lo", 1);
       setenv("UCX_NET_DEVICES", bed.hostIf(host).c_str(), 1);
       setenv("WEFT_DEBUG", "INFO", 1);
@@ -171,6 +170,7 @@ std::string runJob(const Bed& bed, const std::string& run, const std::vector<std
       setenv("WEFT_TIMEOUT_S", "60", 1);
       setenv("WEFT_BOOTSTRAP_TIMEOUT_S", "30", 1);
       setenv("WEFT_DEBUG_FILE", (bed.logDir + "/" + run + "-" + std::to_string(r)).c_str(), 1);
+      for (const std::string& e : env) putenv(strdup(e.c_str()));
       weft_unique_id_t id;
       if (r == 0) {
         if (weft_get_unique_id(&id) != WEFT_SUCCESS) _exit(11);
@@ -242,5 +242,19 @@ TEST_CASE("multi-host bed: 3 namespaces x 2 ranks - every collective over tcp an
     std::string err = runJob(bed, run.first, run.second);
     CHECK(err == "");
     checkTransports(bed, run.first, run.first);
+  }
+  // The hierarchical allreduce, forced, over shm inside the hosts and each
+  // network transport between them; the TRACE log shows it ran.
+  for (auto& run : runs) {
+    const std::string name = run.first + "-hier";
+    INFO("hierarchical allreduce, between hosts: " << run.first);
+    std::vector<std::string> env = run.second;
+    for (const char* e : {"WEFT_ALGO=allreduce:hier", "WEFT_DEBUG=TRACE", "WEFT_DEBUG_SUBSYS=INIT,COLL"})
+      env.push_back(e);
+    std::string err = runJob(bed, name, env);
+    CHECK(err == "");
+    checkTransports(bed, name, run.first);
+    std::string log = readFile(bed.logDir + "/" + name + "-3");
+    CHECK(log.find("algorithm hier,") != std::string::npos);
   }
 }

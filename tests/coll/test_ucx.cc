@@ -12,6 +12,8 @@
 
 using namespace wtest;
 
+#ifdef WEFT_HAVE_UCX
+
 namespace {
 
 std::string allCollectives(weft_comm_t c, int r, int n) {
@@ -55,8 +57,6 @@ void checkAllUcx(const std::string& log, int n) {
 }
 
 }  // namespace
-
-#ifdef WEFT_HAVE_UCX
 
 TEST_CASE("ucx: every collective over processes - UCX_TLS tcp and sm - 2 and 4 ranks",
           "[coll][processes][ucx]") {
