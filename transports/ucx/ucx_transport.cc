@@ -9,6 +9,7 @@
 // Liveness: endpoints use UCP's peer error mode, so a lost connection fails
 // its requests and names the peer; peers on this host are also watched by
 // pid, because UCX's shared-memory transports do not notice a dead peer.
+#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -85,6 +86,7 @@ class UcxTransport : public Transport {
     return peers_[peer]->check();
   }
   void shutdown() override;
+  bool sleep(int maxUs) override;
 
  private:
   Status init();
@@ -95,6 +97,7 @@ class UcxTransport : public Transport {
   ucp_context_h context_ = nullptr;
   Shared sh_;
   bool rdma_ = false;
+  int efd_ = -1;  // the worker's event fd (owned by UCX)
   bool addressed_ = false, connected_ = false, down_ = false;
   std::vector<std::unique_ptr<UcxPeer>> peers_;  // by rank
 };
@@ -116,7 +119,8 @@ Status UcxTransport::init() {
   }
   ucp_params_t p{};
   p.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-  p.features = UCP_FEATURE_TAG;
+  // Wakeup: an idle engine sleeps on the worker's event fd (sleep()).
+  p.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
   p.mt_workers_shared = 0;
   st = ucp_init(&p, cfg, &context_);
   ucp_config_release(cfg);
@@ -131,7 +135,22 @@ Status UcxTransport::init() {
     return Status(WEFT_ERR_SYSTEM,
                   strFormat("ucx transport: ucp_worker_create: %s", ucs_status_string(st)));
   rdma_ = ucxHasRdma();
+  if (ucp_worker_get_efd(sh_.worker, &efd_) != UCS_OK) efd_ = -1;
   return Status::ok();
+}
+
+// Arms the worker's event fd and waits on it; UCS_ERR_BUSY from arming means
+// events are already waiting, so the caller progresses at once.
+bool UcxTransport::sleep(int maxUs) {
+  if (efd_ < 0 || down_) return false;
+  ucs_status_t st = ucp_worker_arm(sh_.worker);
+  if (st == UCS_ERR_BUSY) return true;
+  if (st != UCS_OK) return false;
+  pollfd p{efd_, POLLIN, 0};
+  const long ns = std::max(1, maxUs) * 1000L;
+  timespec ts{ns / 1000000000L, ns % 1000000000L};
+  ppoll(&p, 1, &ts, nullptr);
+  return true;
 }
 
 Status UcxTransport::localAddress(std::string* blob) {
