@@ -353,6 +353,12 @@ void* UcxPeer::drop(bool flush) {
   return UCS_PTR_IS_PTR(r) ? r : nullptr;
 }
 
+bool UcxPeer::receiving() const {
+  for (const MsgOp* op : live_)
+    if (op->recv && (op->req[0] || op->req[1])) return true;
+  return false;
+}
+
 bool UcxPeer::quiet() const {
   if (lost_.isError() || aborted_ || !ep_) return false;
   if (failed_.isError() && failed_.code() != WEFT_ERR_INVALID_USAGE) return false;

@@ -89,6 +89,8 @@ class UcxPeer {
   const Status& failed() const { return failed_; }
   // Nothing pending with this peer and its endpoint not lost: safe to flush.
   bool quiet() const;
+  // A receive still owns a UCP request: data may land in its buffer.
+  bool receiving() const;
   std::string describe() const;
 
   // UCP callbacks (user_data is a Part, or the peer for the error handler).

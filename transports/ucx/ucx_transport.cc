@@ -109,10 +109,12 @@ Status UcxTransport::init() {
     return Status(WEFT_ERR_SYSTEM, strFormat("ucx transport: ucp_config_read: %s", ucs_status_string(st)));
   // UCX 1.13 can deadlock in ucp_init when installing its memory hooks (a
   // write lock in ucm_event_handler_add, seen in forked ranks under load).
-  // Those hooks serve UCP's own registration and memory-type caches, which
-  // host memory over tcp and shared memory does not need: off, unless the
-  // user set them.
+  // Those hooks serve UCP's registration and memory-type caches, which host
+  // memory over tcp and shared memory does not need: off there, unless the
+  // user set them. With RDMA the registration cache pays, and stays.
+  rdma_ = ucxHasRdma();
   for (const char* v : {"RCACHE_ENABLE", "MEMTYPE_CACHE"}) {
+    if (rdma_) break;
     std::string env = std::string("UCX_") + v;
     if (!getenv(env.c_str()) && ucp_config_modify(cfg, v, "n") != UCS_OK)
       WEFT_INFO(kTransport, "ucx transport: this UCX has no %s option", env.c_str());
@@ -134,7 +136,6 @@ Status UcxTransport::init() {
   if (st != UCS_OK)
     return Status(WEFT_ERR_SYSTEM,
                   strFormat("ucx transport: ucp_worker_create: %s", ucs_status_string(st)));
-  rdma_ = ucxHasRdma();
   if (ucp_worker_get_efd(sh_.worker, &efd_) != UCS_OK) efd_ = -1;
   return Status::ok();
 }
@@ -279,13 +280,25 @@ void UcxTransport::shutdown() {
   // endpoint is flushed before it closes, so that a rank leaving right after
   // its last send does not take that message with it. Endpoints with work
   // pending (abort) or to a lost peer close at once.
+  //
+  // A receive UCX already matched cannot be cancelled: progressing the
+  // worker could still write its data, into a buffer the engine may have
+  // freed by now (abort fails the ops first). With any such receive the
+  // endpoints close at once and the worker is not progressed again.
+  bool receiving = false;
+  for (auto& p : peers_) receiving |= p && p->receiving();
   std::vector<void*> closing;
   bool flushing = false;
   for (auto& p : peers_) {
     if (!p) continue;
-    const bool flush = p->quiet();
+    const bool flush = !receiving && p->quiet();
     flushing |= flush;
     if (void* r = p->drop(flush)) closing.push_back(r);
+  }
+  if (receiving) {
+    for (void* r : closing) ucp_request_free(r);  // released when UCX is done with it
+    if (sh_.sticky.isOk()) sh_.sticky = Status();
+    return;
   }
   // Bounded: a flush to a peer that stopped progressing gives up.
   Deadline dl(flushing ? 5 : 1);
