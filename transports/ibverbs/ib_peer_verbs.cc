@@ -108,7 +108,10 @@ Status IbPeer::modify(Qp& q, QpState to, const RemoteQp* remote) {
     }
   }
   a.sq_psn = q.psn;
-  a.timeout = 14;  // 4.096 us * 2^14: ~67 ms per try
+  // 4.096 us * 2^18: ~1.07 s per try, 7 retries: a peer may reach RTR up to
+  // ~8 s after this side sends its Hello (ranks connect without a barrier
+  // in between); a dead remote peer is reported after as long.
+  a.timeout = 18;
   a.retry_cnt = 7;
   a.rnr_retry = 7;
   a.max_rd_atomic = 1;
