@@ -135,5 +135,12 @@ std::unique_ptr<Transport> makeShmTransport(const TransportContext& ctx);
 std::unique_ptr<Transport> makeTcpTransport(const TransportContext& ctx);
 // Device memory between ranks of one host (CUDA IPC); needs a usable device.
 std::unique_ptr<Transport> makeCudaIpcTransport(const TransportContext& ctx);
+// Built only when their libraries are found (WEFT_HAVE_UCX, WEFT_HAVE_IBVERBS).
+std::unique_ptr<Transport> makeUcxTransport(const TransportContext& ctx);
+// Whether UCX reports an RDMA-capable transport (rc, dc, ud) on this host.
+bool ucxHasRdma();
+std::unique_ptr<Transport> makeIbverbsTransport(const TransportContext& ctx);
+// How many RDMA devices ibv_get_device_list reports here.
+int ibverbsDeviceCount();
 
 }  // namespace weft

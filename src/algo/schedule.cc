@@ -100,6 +100,7 @@ const AlgoInfo kAlgos[] = {
     {Algo::Pairwise, "pairwise", bit(CollType::AllToAll)},
     {Algo::Dissemination, "dissemination", bit(CollType::Barrier)},
     {Algo::Shm, "shm", 0},
+    {Algo::Hierarchical, "hier", bit(CollType::AllReduce)},
 };
 
 const AlgoInfo* infoOf(Algo a) {
@@ -126,6 +127,7 @@ bool parseAlgo(const std::string& name, Algo* out) {
       {"tree", Algo::DoubleBinaryTree},
       {"double_binary_tree", Algo::DoubleBinaryTree},
       {"one_shot", Algo::Direct},
+      {"hierarchical", Algo::Hierarchical},
   };
   for (const AlgoInfo& i : kAlgos)
     if (name == i.name) return *out = i.algo, true;
@@ -216,6 +218,7 @@ Status buildSchedule(const CollArgs& args, const BuildParams& p, Schedule* out) 
     case Algo::Bruck: buildBruckAllGather(args, p, out); break;
     case Algo::Pairwise: buildPairwiseAllToAll(args, p, out); break;
     case Algo::Dissemination: buildDisseminationBarrier(args, p, out); break;
+    case Algo::Hierarchical: buildHierarchicalAllReduce(args, p, out); break;
     default:
       return invalidUsage(strFormat("algorithm %s has no schedule builder for %s",
                                     algoName(algo), collName(args.type)));

@@ -106,10 +106,11 @@ enum class Algo : uint8_t {
   Pairwise,           // alltoall
   Dissemination,      // barrier
   Shm,                // any collective, all ranks on one host: shm arena
+  Hierarchical,       // allreduce over hosts: host reduce-scatter, rails, host allgather
   kCount
 };
 // Canonical name ("ring", "rd", "hd", "dbt", "direct", "chain", "binomial",
-// "bruck", "pairwise", "dissemination", "shm"; "auto").
+// "bruck", "pairwise", "dissemination", "shm", "hier"; "auto").
 const char* algoName(Algo a);
 // Accepts the canonical names and a few long forms ("recursive_doubling",
 // "halving_doubling", "rabenseifner", "tree", "double_binary_tree").
@@ -125,6 +126,9 @@ struct BuildParams {
   size_t chunkBytes = 1 << 20;  // largest message a step moves
   int slots = 4;                // scratch slots in flight per stream
   Algo algo = Algo::Auto;       // Auto = defaultAlgo(type)
+  // The host of each rank (any ids; same id = same host), for builders that
+  // follow the hosts (hierarchical); empty = unknown.
+  std::vector<int> hosts;
 };
 
 // The message size of a collective as nccl-tests and weft-perf print it:
@@ -159,6 +163,7 @@ void buildDirectAllToAll(const CollArgs& a, const BuildParams& p, Schedule* s);
 void buildBinomialBroadcast(const CollArgs& a, const BuildParams& p, Schedule* s);
 void buildBinomialReduce(const CollArgs& a, const BuildParams& p, Schedule* s);
 void buildBruckAllGather(const CollArgs& a, const BuildParams& p, Schedule* s);
+void buildHierarchicalAllReduce(const CollArgs& a, const BuildParams& p, Schedule* s);
 
 // Bytes of the send and receive buffers of `a` on one of `nranks` ranks
 // (what the engine binds; the simulator allocates).

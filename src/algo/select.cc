@@ -360,6 +360,36 @@ double shmUs(const Env& e, double chunk, CollType t, double S) {
   }
 }
 
+// One round on a given link: `msgs` messages of `bytes` each, `reduced`
+// bytes reduced as they arrive.
+double linkRoundUs(const Env& e, const Link& lk, double chunk, double msgs, double bytes,
+                   double reduced) {
+  if (msgs <= 0) return 0;
+  const double pieces = msgs * std::max(1.0, bytes / chunk);
+  const double wire = msgs * bytes * lk.beta, reduce = reduced * e.gamma;
+  const double exposed = std::max(reduce / pieces, reduce - wire * (pieces - 1) / pieces);
+  return lk.alpha * (1 + (pieces - 1) * e.share) + wire + exposed;
+}
+
+// Hierarchical allreduce (src/algo/hierarchical.cc): a direct reduce-scatter
+// among the ppn ranks of a host, a ring per rail among the hosts on S/ppn
+// bytes (the ppn rails share the host's network link), a direct allgather
+// on the host. Without rails (one host, one rank per host, or hosts of
+// different sizes) the builder runs a flat ring, and so does the model.
+double hierUs(const Env& e, double c, CollType t, double S) {
+  if (t != CollType::AllReduce) return unknownUs(e, c, S);
+  if (e.hosts <= 1 || e.ppn <= 1 || e.n != e.hosts * e.ppn) return ringUs(e, c, t, S);
+  const double L = e.ppn, H = e.hosts, seg = S / L;
+  const double onHost = linkRoundUs(e, e.intra, c, L - 1, seg, (L - 1) * seg) +
+                        linkRoundUs(e, e.intra, c, L - 1, seg, 0);
+  // One ring step: every rail moves seg / H; together L of them on the link.
+  const double blk = seg / H, pieces = std::max(1.0, blk / c);
+  const double lat = e.inter.alpha * (1 + (pieces - 1) * e.share);
+  const double wire = L * blk * e.inter.beta, reduce = blk * e.gamma;
+  const double exposed = std::max(reduce / pieces, reduce - wire * (pieces - 1) / pieces);
+  return onHost + (H - 1) * (lat + wire + exposed) + (H - 1) * (lat + wire);
+}
+
 // Send or recv: one message to a peer (on another host when there are several).
 double p2pUs(const Env& e, double c, double S) { return roundUs(e, c, rounds(1, 1, S, 0)); }
 
@@ -377,6 +407,7 @@ double planUs(Algo a, CollType t, double S, const Env& e, double chunk) {
     case Algo::Pairwise: return pairwiseUs(e, chunk, t, S);
     case Algo::Dissemination: return disseminationUs(e, chunk, t, S);
     case Algo::Shm: return shmUs(e, chunk, t, S);
+    case Algo::Hierarchical: return hierUs(e, chunk, t, S);
     case Algo::Auto:
     case Algo::kCount: break;
   }

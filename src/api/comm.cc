@@ -32,6 +32,11 @@ bool transportAllowed(const std::string& spec, const std::string& name) {
   return exclude ? !listed : listed;
 }
 
+// Named in a WEFT_TRANSPORTS list (not merely allowed by an empty or "^" spec).
+[[maybe_unused]] bool transportRequested(const std::string& spec, const std::string& name) {
+  return !spec.empty() && spec[0] != '^' && transportAllowed(spec, name);
+}
+
 void putU64(std::string& s, uint64_t v) { s.append(reinterpret_cast<const char*>(&v), 8); }
 uint64_t getU64(const std::string& s, size_t off) {
   uint64_t v = 0;
@@ -119,6 +124,16 @@ Status Comm::setUpTransports() {
   std::vector<std::unique_ptr<Transport>> cands;
   cands.push_back(makeSelfTransport(ctx));
   if (transportAllowed(cfg_.transports, "shm")) cands.push_back(makeShmTransport(ctx));
+#ifdef WEFT_HAVE_IBVERBS
+  // Opt-in until it has run on RDMA hardware (transports/ibverbs/).
+  if (transportRequested(cfg_.transports, "ibverbs")) cands.push_back(makeIbverbsTransport(ctx));
+#endif
+#ifdef WEFT_HAVE_UCX
+  // UCX over TCP is no faster than weft's tcp: by default only with RDMA.
+  if (transportRequested(cfg_.transports, "ucx") ||
+      (transportAllowed(cfg_.transports, "ucx") && ucxHasRdma()))
+    cands.push_back(makeUcxTransport(ctx));
+#endif
   if (transportAllowed(cfg_.transports, "tcp")) cands.push_back(makeTcpTransport(ctx));
   transportNames_.assign(nranks_, "");
   std::vector<std::vector<int>> users(cands.size());
@@ -191,8 +206,9 @@ void Comm::setUpSelection() {
     int here = 0;
     for (const PeerInfo& q : peers_) here += q.hostHash == p.hostHash;
     m.maxRanksPerHost = std::max(m.maxRanksPerHost, here);
-    if (std::find(hosts.begin(), hosts.end(), p.hostHash) == hosts.end())
-      hosts.push_back(p.hostHash);
+    auto it = std::find(hosts.begin(), hosts.end(), p.hostHash);
+    hostIds_.push_back(static_cast<int>(it - hosts.begin()));
+    if (it == hosts.end()) hosts.push_back(p.hostHash);
   }
   m.nhosts = static_cast<int>(hosts.size());
   m.cores = usableCpus();
@@ -200,7 +216,8 @@ void Comm::setUpSelection() {
     const TransportCaps c = t->caps();
     LinkClass l{c.latencyUs, c.bandwidthGBs};
     if (std::string(t->name()) == "shm") m.intra = l;
-    if (std::string(t->name()) == "tcp") {
+    const std::string tn = t->name();
+    if (tn == "tcp" || tn == "ucx" || tn == "ibverbs") {
       m.inter = l;
       if (m.nhosts == 1) m.intra = l;  // tcp forced within the host
     }
@@ -279,6 +296,7 @@ Status Comm::enqueue(const CollArgs& args, weft_datatype_t dt, const void* send,
     p.chunkBytes = cfg_.chunkBytes ? cfg_.chunkBytes : choice.chunkBytes;
     p.slots = 4;
     p.algo = choice.algo;
+    if (choice.algo == Algo::Hierarchical) p.hosts = hostIds_;
     Status bs = topo::buildScheduleInRingOrder(topo_, args, p, &op->sched);
     if (bs.isError()) {
       if (op->seq) --collSeq_;

@@ -100,6 +100,7 @@ class Comm {
   std::vector<int64_t> clockDelta_;  // by rank: its realtime - monotonic clock, ns
   CostModel model_;
   topo::CommTopology topo_;  // the View: ring order, path class per peer
+  std::vector<int> hostIds_;  // host index of each rank (BuildParams::hosts)
   AlgoRules rules_;  // WEFT_ALGO
   struct CachedChoice {
     CollType type = CollType::Send;

@@ -103,6 +103,9 @@ Config Config::fromEnv() {
 #endif
   c.topoFile = envStr("WEFT_TOPO_FILE");
   c.topoDumpFile = envStr("WEFT_TOPO_DUMP_FILE");
+  c.ibHca = envStr("WEFT_IB_HCA");
+  c.ibGidIndex = static_cast<int>(envLong("WEFT_IB_GID_INDEX", c.ibGidIndex, -1, 255));
+  c.ibQpsPerPeer = static_cast<int>(envLong("WEFT_IB_QPS_PER_PEER", c.ibQpsPerPeer, 1, 16));
   return c;
 }
 

@@ -22,6 +22,9 @@ struct Config {
   size_t shmArenaChunk = 1 << 20;  // WEFT_SHM_ARENA_CHUNK: bytes per arena round; 0 = no arena
   size_t shmDirectMin = 64 << 10;  // WEFT_SHM_DIRECT_MIN: single-copy bcast/allgather from; 0 = off
   long spinUs = -1;                // WEFT_SPIN_US: spin before sleeping; -1 = auto
+  std::string ibHca;               // WEFT_IB_HCA: RDMA devices/ports, NCCL_IB_HCA syntax
+  int ibGidIndex = -1;             // WEFT_IB_GID_INDEX: RoCE GID index; -1 = auto
+  int ibQpsPerPeer = 2;            // WEFT_IB_QPS_PER_PEER: RC queue pairs per peer
   std::string topoFile;            // WEFT_TOPO_FILE: load this topology instead of detecting
   std::string topoDumpFile;        // WEFT_TOPO_DUMP_FILE: write the topology used here
 

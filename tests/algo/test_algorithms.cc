@@ -23,6 +23,12 @@ using wref::combine;
 using wref::reduced;
 using wref::value;
 
+static std::string hostsText(const std::vector<int>& h) {
+  std::string out;
+  for (int x : h) out += std::to_string(x) + " ";
+  return out;
+}
+
 namespace {
 
 const CollType kCollTypes[] = {CollType::AllReduce, CollType::ReduceScatter,
@@ -72,6 +78,7 @@ struct Case {
   bool inPlace;
   weft_op_t op;
   int root;
+  std::vector<int> hosts = {};  // BuildParams::hosts (hierarchical)
 };
 
 std::string describe(const Case& c) {
@@ -135,7 +142,8 @@ void runCase(const Case& c, uint64_t seed, size_t window = sim::kEngineScanWindo
     for (size_t i = 0; i < inCount; ++i) in[i] = value(r, i, seed);
   }
   const std::vector<sim::RankBuffers> before = bufs;
-  sim::SimResult res = sim::run(a, WEFT_INT32, n, c.chunk, c.slots, &bufs, seed, -1, c.algo, window);
+  sim::SimResult res =
+      sim::run(a, WEFT_INT32, n, c.chunk, c.slots, &bufs, seed, -1, c.algo, window, c.hosts);
   INFO(res.error);
   REQUIRE(res.ok);
   for (int r = 0; r < n; ++r) {
@@ -203,7 +211,8 @@ TEST_CASE("algorithms: the table lists the implemented pairs", "[algo]") {
         "hd/allreduce", "hd/reduce_scatter", "dbt/allreduce", "direct/allreduce",
         "direct/reduce_scatter", "direct/allgather", "direct/broadcast", "direct/reduce",
         "direct/alltoall", "chain/broadcast", "chain/reduce", "binomial/broadcast",
-        "binomial/reduce", "bruck/allgather", "pairwise/alltoall", "dissemination/barrier"}) {
+        "binomial/reduce", "bruck/allgather", "pairwise/alltoall", "dissemination/barrier",
+        "hier/allreduce"}) {
     INFO(want);
     CHECK(names.count(want) == 1);
   }
@@ -500,5 +509,80 @@ TEST_CASE("algorithms: the two binary trees are complementary for nranks 1..256"
       }
     }
     for (int r = 0; r < n; ++r) CHECK(interior[r] <= 1);
+  }
+}
+
+// The hierarchical allreduce over real host layouts: H hosts of L ranks,
+// hosts contiguous or interleaved (rank r on host r % H), every op, sizes
+// that do not split evenly into L segments, chunking, in and out of place;
+// and layouts it cannot use (hosts of different sizes), which must still
+// give the right result (flat ring).
+TEST_CASE("algorithms: hierarchical allreduce over host layouts", "[algo][sim][hier]") {
+  std::mt19937_64 rng(testSeed(77));
+  const weft_op_t ops[] = {WEFT_SUM, WEFT_PROD, WEFT_MAX, WEFT_MIN, WEFT_AVG};
+  int turn = 0;
+  auto runLayout = [&](const std::vector<int>& hosts) {
+    const int n = static_cast<int>(hosts.size());
+    for (size_t count : {size_t(0), size_t(1), size_t(5), size_t(37), size_t(1000)})
+      for (bool inPlace : {false, true}) {
+        Case c;
+        c.algo = Algo::Hierarchical;
+        c.type = CollType::AllReduce;
+        c.n = n;
+        c.count = count;
+        c.chunk = count > 100 ? 64 : 1 << 20;
+        c.slots = 1 + turn % 3;
+        c.inPlace = inPlace;
+        c.op = ops[turn % 5];
+        c.root = 0;
+        c.hosts = hosts;
+        ++turn;
+        INFO("hosts of ranks: " << hostsText(hosts));
+        runCase(c, rng());
+      }
+  };
+  for (int H = 1; H <= 4; ++H)
+    for (int L = 1; L <= 4; ++L) {
+      std::vector<int> contiguous, interleaved;
+      for (int r = 0; r < H * L; ++r) {
+        contiguous.push_back(100 + r / L);
+        interleaved.push_back(7 * (r % H));
+      }
+      runLayout(contiguous);
+      runLayout(interleaved);
+    }
+  runLayout({0, 0, 0, 1, 1});        // uneven: flat
+  runLayout({5, 5, 9, 9, 9, 9, 5});  // uneven, interleaved: flat
+}
+
+TEST_CASE("algorithms: hierarchical allreduce keeps each byte off the network but once per rail",
+          "[algo][hier]") {
+  // 3 hosts x 4 ranks, 1200 int32: each rank sends to other hosts only its
+  // rail's ring share, 2 (H-1)/H of its 300-element segment.
+  const int H = 3, L = 4, n = H * L;
+  std::vector<int> hosts;
+  for (int r = 0; r < n; ++r) hosts.push_back(r / L);
+  CollArgs a;
+  a.type = CollType::AllReduce;
+  a.count = 1200;
+  a.eltSize = 4;
+  for (int r = 0; r < n; ++r) {
+    BuildParams p;
+    p.rank = r;
+    p.nranks = n;
+    p.chunkBytes = 1 << 20;
+    p.algo = Algo::Hierarchical;
+    p.hosts = hosts;
+    Schedule s;
+    REQUIRE(buildSchedule(a, p, &s).isOk());
+    CHECK(s.algorithm == "hier");
+    size_t offHost = 0, onHost = 0;
+    for (const Step& st : s.steps) {
+      if (st.kind != StepKind::Send) continue;
+      (hosts[st.peer] == hosts[r] ? onHost : offHost) += st.bytes;
+    }
+    INFO("rank " << r);
+    CHECK(offHost == 2 * (H - 1) * (1200 / L) * 4 / H);
+    CHECK(onHost == 2 * (L - 1) * (1200 / L) * 4);
   }
 }

@@ -643,3 +643,25 @@ TEST_CASE("select: the tuning table lists every collective and reads back as WEF
   CHECK(table.find("ring (WEFT_ALGO)") != std::string::npos);
   CHECK(tuningTable(m) == tuningTable(m, nullptr));
 }
+
+TEST_CASE("select: hierarchical allreduce wins across hosts with several ranks each", "[select][hier]") {
+  auto pick = [](const CostModel& m, size_t bytes) {
+    return chooseForBytes(CollType::AllReduce, bytes, m, nullptr).algo;
+  };
+  // Several hosts, several ranks each: the large allreduces go hierarchical.
+  for (int hosts : {2, 3, 4, 8})
+    for (int ppn : {2, 4, 8}) {
+      const CostModel m = model(hosts * ppn, hosts);
+      INFO(hosts << " hosts x " << ppn);
+      CHECK(pick(m, 64u << 20) == Algo::Hierarchical);
+      CHECK(modelUs(Algo::Hierarchical, CollType::AllReduce, 64u << 20, m, 1 << 20) <
+            modelUs(Algo::Ring, CollType::AllReduce, 64u << 20, m, 1 << 20));
+    }
+  // Never without rails: one host, one rank per host, or uneven hosts.
+  for (size_t bytes : {size_t(8), size_t(1) << 20, size_t(256) << 20}) {
+    CHECK(pick(model(8, 1), bytes) != Algo::Hierarchical);
+    CHECK(pick(model(4, 4), bytes) != Algo::Hierarchical);
+    CostModel uneven = model(7, 3);  // 3 + 3 + 1
+    CHECK(pick(uneven, bytes) != Algo::Hierarchical);
+  }
+}

@@ -120,3 +120,13 @@ TEST_CASE("algorithms: each one forced over tcp - 4 threads", "[coll][algo][thre
   for (const AlgoCase& a : kAlgoCases)
     runAlgo(a, 4, false, {"WEFT_TRANSPORTS=tcp", "WEFT_SOCKET_IFNAME=lo"});
 }
+
+#ifdef WEFT_HAVE_UCX
+TEST_CASE("algorithms: each one forced over ucx - 4 processes (UCX_TLS=tcp)", "[coll][algo][ucx]") {
+  for (const AlgoCase& a : kAlgoCases) runAlgo(a, 4, true, {"WEFT_TRANSPORTS=ucx", "UCX_TLS=tcp", "WEFT_TIMEOUT_S=30"});
+}
+
+TEST_CASE("algorithms: each one forced over ucx - 3 threads (UCX_TLS=sm)", "[coll][algo][threads][ucx]") {
+  for (const AlgoCase& a : kAlgoCases) runAlgo(a, 3, false, {"WEFT_TRANSPORTS=ucx", "UCX_TLS=sm", "WEFT_TIMEOUT_S=30"});
+}
+#endif

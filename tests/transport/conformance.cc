@@ -1,5 +1,6 @@
-// The transport conformance suite: every transport (self, shm, tcp), ranks as
-// threads and as processes, must pass these. Transport-specific checks
+// The transport conformance suite: every transport (self, shm, tcp, and ucx
+// over UCX_TLS=tcp and UCX_TLS=sm when built), ranks as threads and as
+// processes, must pass these. Transport-specific checks
 // (garbage on the tcp port, /dev/shm hygiene) live in tcp_test.cc and
 // shm_test.cc.
 #include <signal.h>
@@ -159,7 +160,7 @@ GroupSpec spec(Kind k, Mode m, int nranks) {
 
 TEST_CASE("transport: every message size with the recv posted before or after the send",
           "[transport]") {
-  Kind kind = GENERATE(Kind::Self, Kind::Shm, Kind::Tcp);
+  Kind kind = GENERATE(from_range(withOptional({Kind::Self, Kind::Shm, Kind::Tcp})));
   Mode mode = GENERATE(Mode::Threads, Mode::Procs);
   bool recvFirst = GENERATE(true, false);
   INFO(kindName(kind) << " / " << modeName(mode)
@@ -188,7 +189,7 @@ TEST_CASE("transport: shm with small slots (messages span many slots)", "[transp
 }
 
 TEST_CASE("transport: 100 messages in flight before any progress", "[transport]") {
-  Kind kind = GENERATE(Kind::Self, Kind::Shm, Kind::Tcp);
+  Kind kind = GENERATE(from_range(withOptional({Kind::Self, Kind::Shm, Kind::Tcp})));
   Mode mode = GENERATE(Mode::Threads, Mode::Procs);
   bool recvFirst = GENERATE(true, false);
   INFO(kindName(kind) << " / " << modeName(mode)
@@ -197,7 +198,7 @@ TEST_CASE("transport: 100 messages in flight before any progress", "[transport]"
 }
 
 TEST_CASE("transport: tag and length mismatches are reported with both values", "[transport]") {
-  Kind kind = GENERATE(Kind::Self, Kind::Shm, Kind::Tcp);
+  Kind kind = GENERATE(from_range(withOptional({Kind::Self, Kind::Shm, Kind::Tcp})));
   Mode mode = GENERATE(Mode::Threads, Mode::Procs);
   INFO(kindName(kind) << " / " << modeName(mode));
   SECTION("tag") {
@@ -214,7 +215,7 @@ TEST_CASE("transport: tag and length mismatches are reported with both values", 
 }
 
 TEST_CASE("transport: groups of 3 ranks with everyone sending to everyone", "[transport]") {
-  Kind kind = GENERATE(Kind::Shm, Kind::Tcp);
+  Kind kind = GENERATE(from_range(withOptional({Kind::Shm, Kind::Tcp})));
   Mode mode = GENERATE(Mode::Threads, Mode::Procs);
   INFO(kindName(kind) << " / " << modeName(mode));
   expectPass(runGroup(spec(kind, mode, 3), [](Rank& r) -> std::string {
@@ -258,7 +259,7 @@ TEST_CASE("transport: groups of 3 ranks with everyone sending to everyone", "[tr
 
 TEST_CASE("transport: a peer killed with SIGKILL is reported and never hangs the survivor",
           "[transport]") {
-  Kind kind = GENERATE(Kind::Shm, Kind::Tcp);
+  Kind kind = GENERATE(from_range(withOptional({Kind::Shm, Kind::Tcp})));
   bool bigSend = GENERATE(true, false);
   INFO(kindName(kind) << (bigSend ? " / survivor blocked in a 64 MiB send"
                                   : " / survivor in a recv"));
@@ -294,7 +295,7 @@ TEST_CASE("transport: a peer killed with SIGKILL is reported and never hangs the
 }
 
 TEST_CASE("transport: shutdown drops pending work and later posts fail", "[transport]") {
-  Kind kind = GENERATE(Kind::Self, Kind::Shm, Kind::Tcp);
+  Kind kind = GENERATE(from_range(withOptional({Kind::Self, Kind::Shm, Kind::Tcp})));
   INFO(kindName(kind));
   expectPass(runGroup(spec(kind, Mode::Threads, 2), [](Rank& r) -> std::string {
     TP_OK(r.setup());

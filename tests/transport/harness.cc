@@ -29,6 +29,12 @@ const char* kindName(Kind k) {
       return "tcp";
     case Kind::CudaIpc:
       return "cuda_ipc";
+    case Kind::UcxTcp:
+      return "ucx(UCX_TLS=tcp)";
+    case Kind::UcxSm:
+      return "ucx(UCX_TLS=sm)";
+    case Kind::Ibverbs:
+      return "ibverbs";
   }
   return "?";
 }
@@ -45,9 +51,78 @@ std::unique_ptr<Transport> makeTransport(Kind k, const TransportContext& ctx) {
       return makeTcpTransport(ctx);
     case Kind::CudaIpc:
       return makeCudaIpcTransport(ctx);
+    case Kind::UcxTcp:
+    case Kind::UcxSm:
+#ifdef WEFT_HAVE_UCX
+      return makeUcxTransport(ctx);
+#else
+      return nullptr;
+#endif
+    case Kind::Ibverbs:
+#ifdef WEFT_HAVE_IBVERBS
+      return makeIbverbsTransport(ctx);
+#else
+      return nullptr;
+#endif
   }
   return nullptr;
 }
+
+std::string ibverbsUnavailable() {
+#ifdef WEFT_HAVE_IBVERBS
+  if (ibverbsDeviceCount() == 0) return "ibv_get_device_list found no RDMA device";
+  return "";
+#else
+  return "the ibverbs transport is not built (rdma-core not found)";
+#endif
+}
+
+bool built(Kind k) {
+  if (k == Kind::Ibverbs) return ibverbsUnavailable().empty();
+#ifdef WEFT_HAVE_UCX
+  return true;
+#else
+  return k != Kind::UcxTcp && k != Kind::UcxSm;
+#endif
+}
+
+std::vector<Kind> withOptional(std::vector<Kind> ks) {
+  if (built(Kind::UcxTcp)) {
+    ks.push_back(Kind::UcxTcp);
+    ks.push_back(Kind::UcxSm);
+  }
+  if (built(Kind::Ibverbs)) ks.push_back(Kind::Ibverbs);
+  return ks;
+}
+
+namespace {
+
+// Sets UCX_TLS for the ranks of a ucx group (threads read it at ucp_init,
+// children inherit it) and puts the old value back afterwards.
+class UcxTlsScope {
+ public:
+  explicit UcxTlsScope(Kind k) {
+    if (k != Kind::UcxTcp && k != Kind::UcxSm) return;
+    active_ = true;
+    const char* old = getenv("UCX_TLS");
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    setenv("UCX_TLS", k == Kind::UcxTcp ? "tcp" : "sm", 1);
+  }
+  ~UcxTlsScope() {
+    if (!active_) return;
+    if (had_)
+      setenv("UCX_TLS", old_.c_str(), 1);
+    else
+      unsetenv("UCX_TLS");
+  }
+
+ private:
+  bool active_ = false, had_ = false;
+  std::string old_;
+};
+
+}  // namespace
 
 Config GroupSpec::defaultConfig() {
   Config c;
@@ -128,6 +203,7 @@ bool Rank::barrier() {
 
 Status Rank::setup(const std::function<void(const std::string&)>& beforeExchange) {
   transport = makeTransport(kind, ctx);
+  if (!transport) return Status(WEFT_ERR_INVALID_USAGE, "transport not built");
   std::string blob;
   WEFT_RETURN_IF_ERROR(transport->localAddress(&blob));
   if (beforeExchange) beforeExchange(blob);
@@ -479,6 +555,7 @@ std::vector<std::string> runProcs(const GroupSpec& spec, const Body& body, uint6
 std::vector<std::string> runGroup(const GroupSpec& spec, const Body& body) {
   uint64_t secret = randomU64();
   uint64_t commId = randomU64();
+  UcxTlsScope tls(spec.kind);
   std::vector<std::string> results = spec.mode == Mode::Threads
                                          ? runThreads(spec, body, secret, commId)
                                          : runProcs(spec, body, secret, commId);

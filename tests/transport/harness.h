@@ -18,12 +18,22 @@
 namespace weft {
 namespace tpt {
 
-enum class Kind { Self, Shm, Tcp, CudaIpc };
+// UcxTcp and UcxSm: the ucx transport with UCX_TLS=tcp or UCX_TLS=sm (the
+// harness sets it for the group's ranks).
+// Ibverbs: only where built and ibv_get_device_list finds a device.
+enum class Kind { Self, Shm, Tcp, CudaIpc, UcxTcp, UcxSm, Ibverbs };
 enum class Mode { Threads, Procs };
 const char* kindName(Kind k);
 const char* modeName(Mode m);
 
 std::unique_ptr<Transport> makeTransport(Kind k, const TransportContext& ctx);
+// Whether this build has the transport of `k`.
+bool built(Kind k);
+// `ks` followed by the ucx kinds, when the ucx transport is built, and
+// ibverbs, when built and an RDMA device is present.
+std::vector<Kind> withOptional(std::vector<Kind> ks);
+// "" when the ibverbs transport can run here, else why not.
+std::string ibverbsUnavailable();
 
 constexpr uint64_t kTestHostHash = 0x7e57'0000'0000'0001ull;
 

@@ -1,0 +1,380 @@
+#include "transports/ucx/ucx_peer.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/log.h"
+
+namespace weft {
+namespace ucx {
+namespace {
+
+constexpr size_t kUnknownLength = ~size_t(0);
+
+// Whether UCX_TLS lets UCP use a network transport (all of which handle
+// peer failure); false for shared-memory-only lists such as "sm".
+bool tlsHaveNetwork() {
+  const char* tls = getenv("UCX_TLS");
+  if (!tls || !*tls || tls[0] == '^') return true;
+  std::string s(tls);
+  for (const char* k : {"all", "tcp", "rc", "ud", "dc", "ib"})
+    if (s.find(k) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+MsgOp* Shared::takeOp() {
+  if (freeOps.empty()) {
+    pool.push_back(std::make_unique<MsgOp>());
+    freeOps.push_back(pool.back().get());
+  }
+  MsgOp* op = freeOps.back();
+  freeOps.pop_back();
+  return op;
+}
+
+void Shared::giveOp(MsgOp* op) {
+  op->c = nullptr;
+  op->finished = false;
+  op->req[0] = op->req[1] = nullptr;
+  op->headerSt = Status();
+  op->dataSt = Status();
+  freeOps.push_back(op);
+}
+
+UcxPeer::UcxPeer(Shared* sh, int peer, const std::string& host, int pid, bool sameHost)
+    : sh_(sh), peer_(peer), host_(host), pid_(pid), sameHost_(sameHost) {
+  if (sameHost_ && pid_ > 0) watch_.watch(pid_);
+}
+
+UcxPeer::~UcxPeer() {
+  // The transport drained or destroyed the worker first; nothing may call
+  // back into this peer any more.
+}
+
+std::string UcxPeer::describe() const {
+  return strFormat("rank %d (%s, pid %d)", peer_, host_.c_str(), pid_);
+}
+
+Status UcxPeer::open(const void* workerAddr) {
+  ucp_ep_params_t p{};
+  p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                 UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  p.address = static_cast<const ucp_address_t*>(workerAddr);
+  // Peer mode: a lost peer fails its requests and calls onError instead of
+  // taking this process down.
+  p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  p.err_handler.cb = &UcxPeer::onError;
+  p.err_handler.arg = this;
+  if (sameHost_ && pid_ > 0 && !tlsHaveNetwork()) {
+    // UCX's shared-memory transports have no peer failure handling, so
+    // with UCX_TLS=sm no endpoint could be made in peer mode; a peer on this
+    // host is watched by pid instead.
+    p.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+  }
+  ucs_status_t st = ucp_ep_create(sh_->worker, &p, &ep_);
+  if (st != UCS_OK)
+    return Status(WEFT_ERR_REMOTE, strFormat("ucx transport: rank %d cannot reach %s: %s",
+                                             sh_->rank, describe().c_str(),
+                                             ucs_status_string(st)));
+  return Status::ok();
+}
+
+Status UcxPeer::checkPost(MemType mem) const {
+  if (aborted_) return Status(WEFT_ERR_ABORTED, "ucx transport: shut down");
+  if (!failed_.isOk()) return failed_;
+  if (mem != MemType::Host) return invalidArgument("ucx transport: device memory is not supported");
+  return Status::ok();
+}
+
+Status UcxPeer::sendPart(MsgOp* op, int i, const void* data, size_t len, Kind k) {
+  ucp_request_param_t prm{};
+  prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  prm.cb.send = &UcxPeer::onSend;
+  prm.user_data = &op->part[i];
+  ucs_status_ptr_t r = ucp_tag_send_nbx(ep_, data, len, ucpTag(sh_->rank, k, op->seq), &prm);
+  if (UCS_PTR_IS_ERR(r))
+    return Status(WEFT_ERR_REMOTE, strFormat("ucx transport: send to %s failed: %s",
+                                             describe().c_str(),
+                                             ucs_status_string(UCS_PTR_STATUS(r))));
+  ++op->parts;
+  if (r == nullptr) {
+    partDone(op, i, UCS_OK, len);
+  } else {
+    op->req[i] = r;
+  }
+  return Status::ok();
+}
+
+Status UcxPeer::recvPart(MsgOp* op, int i, void* data, size_t len, Kind k) {
+  ucp_request_param_t prm{};
+  prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  prm.cb.recv = &UcxPeer::onRecv;
+  prm.user_data = &op->part[i];
+  ucs_status_ptr_t r =
+      ucp_tag_recv_nbx(sh_->worker, data, len, ucpTag(peer_, k, op->seq), ~0ull, &prm);
+  if (UCS_PTR_IS_ERR(r))
+    return Status(WEFT_ERR_REMOTE, strFormat("ucx transport: receive from %s failed: %s",
+                                             describe().c_str(),
+                                             ucs_status_string(UCS_PTR_STATUS(r))));
+  ++op->parts;
+  // Completed at once: UCX 1.13 does not report the length then; the header
+  // says it, and UCX would have failed a longer message as truncated.
+  if (r == nullptr) {
+    partDone(op, i, UCS_OK, kUnknownLength);
+  } else {
+    op->req[i] = r;
+  }
+  return Status::ok();
+}
+
+Status UcxPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
+  WEFT_RETURN_IF_ERROR(checkPost(mem));
+  if (lost_.isError()) {
+    fail(lost_);
+    return failed_;
+  }
+  MsgOp* op = sh_->takeOp();
+  op->peer = this;
+  op->c = c;
+  op->recv = false;
+  op->seq = sendSeq_++;
+  op->postedRound = sh_->rounds;
+  op->tag = tag;
+  op->len = len;
+  op->buf = static_cast<char*>(const_cast<void*>(buf));
+  op->live = live_.size();
+  live_.push_back(op);
+  ++sh_->pending;
+  MsgHeader h{kHdrMagic, static_cast<uint32_t>(op->seq), tag, len};
+  memcpy(op->slot, &h, sizeof h);
+  // Hold a part of our own so that parts finishing inline cannot release
+  // the op before both are posted.
+  ++op->parts;
+  Status st;
+  if (len <= kInline) {
+    if (len) memcpy(op->slot + sizeof h, buf, len);
+    st = sendPart(op, 0, op->slot, sizeof h + len, Kind::Header);
+  } else {
+    st = sendPart(op, 0, op->slot, sizeof h, Kind::Header);
+    if (st.isOk()) st = sendPart(op, 1, buf, len, Kind::Data);
+  }
+  if (st.isError()) fail(st);
+  const bool doneNow = op->parts == 1 && !op->finished;
+  partDone(op, -1, UCS_OK, 0);
+  if (st.isError()) return st;
+  return doneNow ? Status::ok() : Status::inProgress();
+}
+
+Status UcxPeer::postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
+  WEFT_RETURN_IF_ERROR(checkPost(mem));
+  MsgOp* op = sh_->takeOp();
+  op->peer = this;
+  op->c = c;
+  op->recv = true;
+  op->seq = recvSeq_++;
+  op->postedRound = sh_->rounds;
+  op->tag = tag;
+  op->len = len;
+  op->buf = static_cast<char*>(buf);
+  op->live = live_.size();
+  live_.push_back(op);
+  ++sh_->pending;
+  ++op->parts;
+  // The header slot takes any header message whole, so a sender that
+  // disagrees about the length is read and reported, never truncated.
+  Status st = recvPart(op, 0, op->slot, sizeof op->slot, Kind::Header);
+  if (st.isOk() && len > kInline) st = recvPart(op, 1, buf, len, Kind::Data);
+  if (st.isError()) fail(st);
+  const bool doneNow = op->parts == 1 && !op->finished;
+  partDone(op, -1, UCS_OK, 0);
+  if (st.isError()) return st;
+  return doneNow ? Status::ok() : Status::inProgress();
+}
+
+void UcxPeer::onSend(void* request, ucs_status_t status, void* user) {
+  Part* p = static_cast<Part*>(user);
+  ucp_request_free(request);
+  p->op->req[p->index] = nullptr;
+  p->op->peer->partDone(p->op, p->index, status, 0);
+}
+
+void UcxPeer::onRecv(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
+                     void* user) {
+  Part* p = static_cast<Part*>(user);
+  ucp_request_free(request);
+  p->op->req[p->index] = nullptr;
+  p->op->peer->partDone(p->op, p->index, status, info ? info->length : 0);
+}
+
+// A peer that finished and closed its endpoint looks, from here, like a lost
+// one; yet what it sent before leaving sits in this worker, and receives
+// posted for it still complete. So a lost endpoint fails sends at once, and
+// receives only when they are still pending a full progress round after
+// both the loss and their posting.
+void UcxPeer::onError(void* arg, ucp_ep_h, ucs_status_t status) {
+  UcxPeer* self = static_cast<UcxPeer*>(arg);
+  if (self->aborted_ || self->lost_.isError()) return;
+  self->lost_ = Status(WEFT_ERR_REMOTE, strFormat("ucx transport: connection to %s lost: %s",
+                                                  self->describe().c_str(),
+                                                  ucs_status_string(status)));
+  self->lostRound_ = self->sh_->rounds;
+  self->sh_->lost.push_back(self);
+  WEFT_TRACE(kTransport, "ucx transport: rank %d: %s", self->sh_->rank, self->lost_.message().c_str());
+}
+
+void UcxPeer::sweepLost() {
+  if (lost_.isOk() || failed_.isError() || aborted_) return;
+  if (sh_->rounds < lostRound_ + 2) return;
+  for (MsgOp* op : live_)
+    if (!op->finished && (!op->recv || sh_->rounds >= op->postedRound + 2)) {
+      fail(lost_);
+      return;
+    }
+}
+
+void UcxPeer::checkHeader(MsgOp* op, size_t got) {
+  MsgHeader h;
+  if (got != kUnknownLength && got < sizeof h) {
+    op->headerSt = Status(WEFT_ERR_REMOTE, strFormat("garbage from %s on ucx to rank %d: a %zu-byte header",
+                                                     describe().c_str(), sh_->rank, got));
+    return;
+  }
+  memcpy(&h, op->slot, sizeof h);
+  if (h.magic != kHdrMagic || h.seq != static_cast<uint32_t>(op->seq)) {
+    op->headerSt = Status(WEFT_ERR_REMOTE, strFormat("garbage from %s on ucx to rank %d: bad header "
+                                                     "(magic 0x%08x, message %u, expected %u)",
+                                                     describe().c_str(), sh_->rank, h.magic, h.seq,
+                                                     static_cast<uint32_t>(op->seq)));
+    return;
+  }
+  if (h.tag != op->tag || h.len != op->len) {
+    op->headerSt = invalidUsage(strFormat(
+        "mismatched message from rank %d (ucx, %s) to rank %d: recv #%llu expects tag 0x%llx "
+        "and %llu bytes, rank %d sent tag 0x%llx and %llu bytes (mismatched collectives?)",
+        peer_, host_.c_str(), sh_->rank, static_cast<unsigned long long>(op->seq),
+        static_cast<unsigned long long>(op->tag), static_cast<unsigned long long>(op->len), peer_,
+        static_cast<unsigned long long>(h.tag), static_cast<unsigned long long>(h.len)));
+    return;
+  }
+  if (op->len <= kInline) {
+    if (got != kUnknownLength && got != sizeof h + op->len) {
+      op->headerSt = Status(WEFT_ERR_REMOTE,
+                            strFormat("garbage from %s on ucx to rank %d: %zu bytes inline, "
+                                      "header says %llu",
+                                      describe().c_str(), sh_->rank, got - sizeof h,
+                                      static_cast<unsigned long long>(h.len)));
+      return;
+    }
+    if (op->len) memcpy(op->buf, op->slot + sizeof h, op->len);
+  }
+}
+
+void UcxPeer::partDone(MsgOp* op, int i, ucs_status_t st, size_t got) {
+  if (i >= 0 && !op->finished) {
+    if (st == UCS_OK && op->recv && i == 0) {
+      checkHeader(op, got);
+      // A bad header breaks the order of this pair for good.
+      if (op->headerSt.isError()) fail(op->headerSt);
+    } else if (st == UCS_OK && op->recv && i == 1 && got != kUnknownLength && got != op->len) {
+      op->dataSt = Status(WEFT_ERR_REMOTE, strFormat("ucx transport: %zu bytes from %s, expected %zu",
+                                                     got, describe().c_str(), op->len));
+    } else if (st != UCS_OK && op->dataSt.isOk()) {
+      op->dataSt = Status(WEFT_ERR_REMOTE,
+                          strFormat("ucx transport: %s %s failed: %s", op->recv ? "receive from" : "send to",
+                                    describe().c_str(), ucs_status_string(st)));
+    }
+  }
+  if (--op->parts > 0) return;
+  if (!op->finished) {
+    if (op->headerSt.isError()) {
+      finishOp(op, op->headerSt);
+    } else if (op->dataSt.isError()) {
+      finishOp(op, op->dataSt);
+      fail(op->dataSt);
+    } else {
+      finishOp(op, Status());
+    }
+  }
+  release(op);
+}
+
+void UcxPeer::finishOp(MsgOp* op, const Status& st) {
+  op->finished = true;
+  --sh_->pending;
+  if (op->c) op->c->finish(st);
+}
+
+void UcxPeer::release(MsgOp* op) {
+  MsgOp* last = live_.back();
+  live_[op->live] = last;
+  last->live = op->live;
+  live_.pop_back();
+  sh_->giveOp(op);
+}
+
+void UcxPeer::cancelRecvs() {
+  // Cancelling may complete requests (and release ops) inline: walk a copy.
+  std::vector<MsgOp*> ops(live_);
+  for (MsgOp* op : ops)
+    if (op->recv)
+      for (void* r : op->req)
+        if (r) ucp_request_cancel(sh_->worker, r);
+}
+
+void UcxPeer::fail(const Status& st) {
+  if (failed_.isOk()) {
+    failed_ = st;
+    if (sh_->sticky.isOk()) sh_->sticky = st;
+    WEFT_INFO(kTransport, "ucx transport: rank %d: %s", sh_->rank, st.message().c_str());
+  }
+  for (MsgOp* op : live_)
+    if (!op->finished) finishOp(op, failed_);
+  cancelRecvs();
+}
+
+void* UcxPeer::drop(bool flush) {
+  aborted_ = true;
+  for (MsgOp* op : live_)
+    if (!op->finished) {
+      op->finished = true;  // dropped: the completion never fires
+      --sh_->pending;
+    }
+  cancelRecvs();
+  if (!ep_) return nullptr;
+  ucp_request_param_t prm{};
+  if (!flush) {
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+  }
+  void* r = ucp_ep_close_nbx(ep_, &prm);
+  ep_ = nullptr;
+  return UCS_PTR_IS_PTR(r) ? r : nullptr;
+}
+
+bool UcxPeer::receiving() const {
+  for (const MsgOp* op : live_)
+    if (op->recv && (op->req[0] || op->req[1])) return true;
+  return false;
+}
+
+bool UcxPeer::quiet() const {
+  if (lost_.isError() || aborted_ || !ep_) return false;
+  if (failed_.isError() && failed_.code() != WEFT_ERR_INVALID_USAGE) return false;
+  for (const MsgOp* op : live_)
+    if (!op->finished || op->req[0] || op->req[1]) return false;
+  if (sameHost_ && watch_.exited()) return false;
+  return true;
+}
+
+Status UcxPeer::check() {
+  if (!failed_.isOk()) return failed_;
+  sweepLost();
+  if (!failed_.isOk()) return failed_;
+  if (sameHost_ && watch_.exited()) fail(Status(WEFT_ERR_REMOTE, describe() + " exited"));
+  return failed_;
+}
+
+}  // namespace ucx
+}  // namespace weft

@@ -1,0 +1,128 @@
+// UcxPeer: the data path between this rank and one peer over a UCP endpoint
+// (ucx_wire.h says what travels). Each posted message is a MsgOp holding the
+// UCP requests of its parts (header, maybe data) and, for small payloads, the
+// bounce slot they ride in. MsgOps come from a pool owned by the transport,
+// so the fast path does not allocate once the pool has grown to the number
+// of messages in flight.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transports/shm/shm_segment.h"
+#include "transports/transport.h"
+#include "transports/ucx/ucx_wire.h"
+
+namespace weft {
+namespace ucx {
+
+class UcxPeer;
+
+struct MsgOp;
+struct Part {
+  MsgOp* op;
+  int index;  // 0: header (with inline payload), 1: data
+};
+
+struct MsgOp {
+  UcxPeer* peer = nullptr;
+  Completion* c = nullptr;
+  bool recv = false;
+  bool finished = false;  // the completion was set (or dropped)
+  int parts = 0;          // UCP requests still outstanding
+  uint64_t seq = 0;
+  uint64_t postedRound = 0;  // Shared::rounds when posted
+  uint64_t tag = 0;   // expected (recv) or sent (send)
+  size_t len = 0;     // expected (recv) or sent (send)
+  char* buf = nullptr;
+  void* req[2] = {nullptr, nullptr};
+  Part part[2] = {{this, 0}, {this, 1}};
+  Status headerSt;  // garbage or mismatch found in the header
+  Status dataSt;    // the UCP status of a failed part
+  size_t live = 0;  // index in the peer's live list
+  alignas(8) char slot[sizeof(MsgHeader) + kInline];
+};
+
+// What every peer of one transport shares: the worker, the op pool, the
+// count of pending operations and the first error seen.
+struct Shared {
+  int rank = 0;
+  ucp_worker_h worker = nullptr;
+  std::vector<std::unique_ptr<MsgOp>> pool;
+  std::vector<MsgOp*> freeOps;
+  int64_t pending = 0;
+  uint64_t rounds = 0;  // progress() calls so far
+  std::vector<UcxPeer*> lost;  // peers whose endpoint failed
+  Status sticky;
+  MsgOp* takeOp();
+  void giveOp(MsgOp* op);
+};
+
+class UcxPeer {
+ public:
+  UcxPeer(Shared* sh, int peer, const std::string& host, int pid, bool sameHost);
+  ~UcxPeer();
+  UcxPeer(const UcxPeer&) = delete;
+  UcxPeer& operator=(const UcxPeer&) = delete;
+
+  // Creates the UCP endpoint to the peer's worker address.
+  Status open(const void* workerAddr);
+  ucp_ep_h ep() const { return ep_; }
+
+  Status postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c);
+  Status postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c);
+  // Liveness (checkPeer): the first error, or the process gone (same host).
+  Status check();
+  // Fails every pending operation with `st`; later posts fail with it too.
+  void fail(const Status& st);
+  // After progress(): a lost endpoint fails the operations that could not
+  // complete from what the peer sent before it went (see onError).
+  void sweepLost();
+  // Shutdown: pending operations are dropped (their completions never fire),
+  // receives cancelled, the endpoint closed: after flushing what completed
+  // sends left in UCX's buffers (`flush`), else at once. Returns the close
+  // request to wait for, if any.
+  void* drop(bool flush);
+  const Status& failed() const { return failed_; }
+  // Nothing pending with this peer and its endpoint not lost: safe to flush.
+  bool quiet() const;
+  // A receive still owns a UCP request: data may land in its buffer.
+  bool receiving() const;
+  std::string describe() const;
+
+  // UCP callbacks (user_data is a Part, or the peer for the error handler).
+  static void onSend(void* request, ucs_status_t status, void* user);
+  static void onRecv(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
+                     void* user);
+  static void onError(void* arg, ucp_ep_h ep, ucs_status_t status);
+
+ private:
+  Status checkPost(MemType mem) const;
+  Status sendPart(MsgOp* op, int i, const void* data, size_t len, Kind k);
+  Status recvPart(MsgOp* op, int i, void* data, size_t len, Kind k);
+  void partDone(MsgOp* op, int i, ucs_status_t st, size_t got);
+  void checkHeader(MsgOp* op, size_t got);
+  void finishOp(MsgOp* op, const Status& st);
+  void release(MsgOp* op);
+  void cancelRecvs();
+
+  Shared* sh_;
+  int peer_;
+  std::string host_;
+  int pid_;
+  bool sameHost_;
+  ucp_ep_h ep_ = nullptr;
+  uint64_t sendSeq_ = 0, recvSeq_ = 0;
+  std::vector<MsgOp*> live_;  // ops with outstanding UCP requests
+  shm::PidWatch watch_;
+  Status failed_;
+  Status lost_;  // the endpoint failed (onError); not yet a failure of ours
+  uint64_t lostRound_ = 0;
+  bool aborted_ = false;
+};
+
+}  // namespace ucx
+}  // namespace weft

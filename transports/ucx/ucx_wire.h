@@ -1,0 +1,76 @@
+// What the ucx transport exchanges. Both ends are the same build on the same
+// architecture, so structs travel as laid out in memory.
+//
+// Matching: weft matches the k-th send from A to B with the k-th receive at B
+// from A. UCP matches by tag, so the UCP tag of a message carries its sender
+// and its number in that direction; the receiver posts for exactly that tag
+// and never sees another message in its place:
+//
+//   bits 63..40  sender rank (24 bits)
+//   bits 39..38  kind: header, data, hello
+//   bits 37..0   message number on this pair and direction
+//
+// Each message is a header (weft tag and length, checked by the receiver)
+// followed, when the payload is larger than kInline, by the payload as a
+// second UCP message straight from and into the callers' buffers (UCP uses
+// rendezvous, zero-copy, for large ones). A payload up to kInline bytes
+// rides in the header message, copied through a bounce slot: one message
+// instead of two for latency-bound sizes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace weft {
+namespace ucx {
+
+constexpr uint32_t kBlobMagic = 0x5755424c;  // "WUBL"
+constexpr uint32_t kHdrMagic = 0x57554844;   // "WUHD"
+constexpr uint32_t kHelloMagic = 0x57554845; // "WUHE"
+constexpr uint32_t kWireVersion = 1;
+constexpr size_t kInline = 8192;
+
+enum class Kind : uint64_t { Header = 0, Data = 1, Hello = 2 };
+
+constexpr int kRankBits = 24;
+constexpr int kSeqBits = 38;
+constexpr uint64_t kSeqMask = (1ull << kSeqBits) - 1;
+constexpr int kMaxRanks = 1 << kRankBits;
+
+inline uint64_t ucpTag(int src, Kind k, uint64_t seq) {
+  return (static_cast<uint64_t>(src) << 40) | (static_cast<uint64_t>(k) << kSeqBits) |
+         (seq & kSeqMask);
+}
+
+struct MsgHeader {
+  uint32_t magic;  // kHdrMagic
+  uint32_t seq;    // low bits of the message number (a second check)
+  uint64_t tag;    // weft tag
+  uint64_t len;    // payload bytes; inline when <= kInline
+};
+static_assert(sizeof(MsgHeader) == 24, "MsgHeader layout");
+
+// Sent to every peer by connect(): proves the endpoint works both ways and
+// that the peer belongs to this job and communicator.
+struct Hello {
+  uint32_t magic;  // kHelloMagic
+  uint32_t version;
+  uint64_t secret;
+  uint64_t commId;
+  int32_t rank;
+  uint32_t reserved;
+};
+static_assert(sizeof(Hello) == 32, "Hello layout");
+
+// The published address: this header, then the UCP worker address.
+struct BlobHeader {
+  uint32_t magic;  // kBlobMagic
+  uint32_t version;
+  uint64_t hostHash;
+  int32_t pid;
+  uint32_t addrLen;
+};
+static_assert(sizeof(BlobHeader) == 24, "BlobHeader layout");
+
+}  // namespace ucx
+}  // namespace weft
