@@ -65,6 +65,8 @@ def case_straggler():
     # slot headers, passed on hop by hop) and over tcp (part headers).
     variants = [{}, {"WEFT_SHM_ARENA_CHUNK": "0", "WEFT_ALGO": "ring"},
                 {"WEFT_TRANSPORTS": "tcp", "WEFT_SOCKET_IFNAME": "lo"}]
+    if os.environ.get("WEFT_TEST_HAVE_UCX") == "1":  # stamps in ucx's message header
+        variants.append({"WEFT_TRANSPORTS": "ucx", "UCX_TLS": "tcp", "WEFT_ALGO": "ring"})
     for extra in variants:
         for f in os.listdir(TMP):
             os.remove(os.path.join(TMP, f))
@@ -130,8 +132,11 @@ def case_stall():
 def case_mismatch():
     # Rank 1 calls an int32 max where the others call a float32 sum of the
     # same size: every rank must fail with invalid usage naming both calls,
-    # on the shm arena and over tcp.
-    for env in ({}, {"WEFT_TRANSPORTS": "tcp", "WEFT_SOCKET_IFNAME": "lo"}):
+    # on the shm arena, over tcp and (where built) over ucx.
+    envs = [{}, {"WEFT_TRANSPORTS": "tcp", "WEFT_SOCKET_IFNAME": "lo"}]
+    if os.environ.get("WEFT_TEST_HAVE_UCX") == "1":
+        envs.append({"WEFT_TRANSPORTS": "ucx", "UCX_TLS": "tcp"})
+    for env in envs:
         env = dict(env, WEFT_TIMEOUT_S="5")
         p = run_sim(["--ranks", "4", "--steps", "3", "--compute-ms", "1", "--bytes", "4K",
                      "--mismatch-rank", "1"], env, expect_ok=False)

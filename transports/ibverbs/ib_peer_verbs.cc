@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "core/tag.h"
 #include "core/log.h"
 
 namespace weft {
@@ -265,6 +266,7 @@ Status IbPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem, 
   h.seq = static_cast<uint32_t>(seq);
   h.tag = tag;
   h.len = len;
+  h.addr = c->stamp;  // telemetry's arrival stamp rides in the unused field
   if (len <= kEager) {
     // Copied now (into a slot, or the backlog): the caller's buffer is free.
     h.type = static_cast<uint8_t>(MsgType::Eager);
@@ -312,13 +314,14 @@ IbPeer::SendOp* IbPeer::sendOp(uint32_t seq) {
 void IbPeer::match(RecvOp& r, const Header& h, const char* data) {
   if (h.tag != r.tag || h.len != r.len) {
     fail(invalidUsage(strFormat(
-        "mismatched message from rank %d (ibverbs, %s) to rank %d: recv #%llu expects tag 0x%llx "
-        "and %llu bytes, rank %d sent tag 0x%llx and %llu bytes (mismatched collectives?)",
-        peer_, host_.c_str(), sh_->rank, static_cast<unsigned long long>(r.seq),
-        static_cast<unsigned long long>(r.tag), static_cast<unsigned long long>(r.len), peer_,
-        static_cast<unsigned long long>(h.tag), static_cast<unsigned long long>(h.len))));
+        "mismatched collectives between rank %d and rank %d (ibverbs, %s, message #%llu): rank %d "
+        "called %s (%llu bytes), rank %d called %s (%llu bytes)",
+        sh_->rank, peer_, host_.c_str(), static_cast<unsigned long long>(r.seq), sh_->rank,
+        describeTag(r.tag).c_str(), static_cast<unsigned long long>(r.len), peer_,
+        describeTag(h.tag).c_str(), static_cast<unsigned long long>(h.len))));
     return;
   }
+  r.c->stamp = h.addr;
   if (h.type == static_cast<uint8_t>(MsgType::Eager)) {
     if (r.len) memcpy(r.buf, data, r.len);
     finishRecv(r, Status());

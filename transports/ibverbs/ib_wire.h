@@ -40,7 +40,7 @@ struct Header {
   uint32_t seq;      // message number (low 32 bits)
   uint64_t tag;      // weft tag (Eager, Rts); secret (Hello)
   uint64_t len;      // payload bytes (Eager, Rts); commId (Hello)
-  uint64_t addr;     // Cts: where to write
+  uint64_t addr;     // Cts: where to write; Eager, Rts: the send's Completion::stamp
   uint32_t rkey;     // Cts
   int32_t rank;      // Hello: the sender
 };

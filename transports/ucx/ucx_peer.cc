@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/tag.h"
 #include "core/log.h"
 
 namespace weft {
@@ -147,7 +148,7 @@ Status UcxPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem,
   op->live = live_.size();
   live_.push_back(op);
   ++sh_->pending;
-  MsgHeader h{kHdrMagic, static_cast<uint32_t>(op->seq), tag, len};
+  MsgHeader h{kHdrMagic, static_cast<uint32_t>(op->seq), tag, len, c->stamp};
   memcpy(op->slot, &h, sizeof h);
   // Hold a part of our own so that parts finishing inline cannot release
   // the op before both are posted.
@@ -251,13 +252,14 @@ void UcxPeer::checkHeader(MsgOp* op, size_t got) {
   }
   if (h.tag != op->tag || h.len != op->len) {
     op->headerSt = invalidUsage(strFormat(
-        "mismatched message from rank %d (ucx, %s) to rank %d: recv #%llu expects tag 0x%llx "
-        "and %llu bytes, rank %d sent tag 0x%llx and %llu bytes (mismatched collectives?)",
-        peer_, host_.c_str(), sh_->rank, static_cast<unsigned long long>(op->seq),
-        static_cast<unsigned long long>(op->tag), static_cast<unsigned long long>(op->len), peer_,
-        static_cast<unsigned long long>(h.tag), static_cast<unsigned long long>(h.len)));
+        "mismatched collectives between rank %d and rank %d (ucx, %s, message #%llu): rank %d "
+        "called %s (%llu bytes), rank %d called %s (%llu bytes)",
+        sh_->rank, peer_, host_.c_str(), static_cast<unsigned long long>(op->seq), sh_->rank,
+        describeTag(op->tag).c_str(), static_cast<unsigned long long>(op->len), peer_,
+        describeTag(h.tag).c_str(), static_cast<unsigned long long>(h.len)));
     return;
   }
+  op->c->stamp = h.stamp;
   if (op->len <= kInline) {
     if (got != kUnknownLength && got != sizeof h + op->len) {
       op->headerSt = Status(WEFT_ERR_REMOTE,

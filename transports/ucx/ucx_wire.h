@@ -27,7 +27,7 @@ namespace ucx {
 constexpr uint32_t kBlobMagic = 0x5755424c;  // "WUBL"
 constexpr uint32_t kHdrMagic = 0x57554844;   // "WUHD"
 constexpr uint32_t kHelloMagic = 0x57554845; // "WUHE"
-constexpr uint32_t kWireVersion = 1;
+constexpr uint32_t kWireVersion = 2;
 constexpr size_t kInline = 8192;
 
 enum class Kind : uint64_t { Header = 0, Data = 1, Hello = 2 };
@@ -47,8 +47,9 @@ struct MsgHeader {
   uint32_t seq;    // low bits of the message number (a second check)
   uint64_t tag;    // weft tag
   uint64_t len;    // payload bytes; inline when <= kInline
+  uint64_t stamp;  // Completion::stamp of the send (telemetry)
 };
-static_assert(sizeof(MsgHeader) == 24, "MsgHeader layout");
+static_assert(sizeof(MsgHeader) == 32, "MsgHeader layout");
 
 // Sent to every peer by connect(): proves the endpoint works both ways and
 // that the peer belongs to this job and communicator.
