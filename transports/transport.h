@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/cpu.h"
 #include "core/status.h"
 
 namespace weft {
@@ -67,7 +68,24 @@ struct PeerInfo {
   uint64_t hostHash = 0;  // same value <=> same host (hostname, boot id, netns)
   int pid = 0;
   std::string hostname;
+  std::vector<uint64_t> cpuMask;  // its affinity mask (core/cpu.h); empty if unknown
 };
+
+// The CPUs the ranks of `rank`'s host may run on: the union of their
+// affinity masks. Ranks pinned one per core (mpirun --bind-to core,
+// weft-perf -B) each see one CPU, yet do not share one: comparing the number
+// of local ranks with this, not with one rank's own mask, tells whether they
+// really outnumber the cores. Falls back to this process's mask.
+inline int hostCpus(const std::vector<PeerInfo>& peers, int rank) {
+  std::vector<const std::vector<uint64_t>*> masks;
+  for (const PeerInfo& p : peers) {
+    if (p.hostHash != peers[rank].hostHash) continue;
+    if (p.cpuMask.empty()) return usableCpus();
+    masks.push_back(&p.cpuMask);
+  }
+  const int n = cpusInUnion(masks);
+  return n > 0 ? n : usableCpus();
+}
 
 // Everything a transport needs from its communicator.
 struct TransportContext {

@@ -96,6 +96,9 @@ Status Comm::exchangePeerInfo() {
   putU64(mine, net::hostHash());
   putU64(mine, static_cast<uint64_t>(getpid()));
   putU64(mine, static_cast<uint64_t>(telemetry::realtimeMinusMonotonicNs()));
+  const std::vector<uint64_t> mask = affinityMask();
+  putU64(mine, mask.size());
+  for (uint64_t w : mask) putU64(mine, w);
   mine += net::hostName();
   std::vector<std::string> all;
   WEFT_RETURN_IF_ERROR(boot_->allgather(mine, &all, cfg_.bootstrapTimeoutS));
@@ -106,7 +109,10 @@ Status Comm::exchangePeerInfo() {
     peers_[r].hostHash = getU64(all[r], 0);
     peers_[r].pid = static_cast<int>(getU64(all[r], 8));
     clockDelta_[r] = static_cast<int64_t>(getU64(all[r], 16));
-    peers_[r].hostname = all[r].size() > 24 ? all[r].substr(24) : "?";
+    const size_t words = std::min<uint64_t>(getU64(all[r], 24), 1024);
+    for (size_t w = 0; w < words; ++w) peers_[r].cpuMask.push_back(getU64(all[r], 32 + 8 * w));
+    const size_t nameAt = 32 + 8 * words;
+    peers_[r].hostname = all[r].size() > nameAt ? all[r].substr(nameAt) : "?";
   }
   return Status();
 }
@@ -211,7 +217,7 @@ void Comm::setUpSelection() {
     if (it == hosts.end()) hosts.push_back(p.hostHash);
   }
   m.nhosts = static_cast<int>(hosts.size());
-  m.cores = usableCpus();
+  m.cores = hostCpus(peers_, rank_);
   for (auto& t : transports_) {
     const TransportCaps c = t->caps();
     LinkClass l{c.latencyUs, c.bandwidthGBs};

@@ -4,11 +4,16 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 namespace weft {
 
 // CPUs in this process's affinity mask (at least 1).
 int usableCpus();
+// This process's affinity mask: bit i of word i / 64 is CPU i.
+std::vector<uint64_t> affinityMask();
+// CPUs in the union of the masks (0 when there are none).
+int cpusInUnion(const std::vector<const std::vector<uint64_t>*>& masks);
 
 inline void cpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)

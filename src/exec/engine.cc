@@ -45,7 +45,7 @@ Engine::Engine(int rank, int nranks, const Config& cfg, std::vector<Endpoint*> e
   int local = 0;
   for (const PeerInfo& p : peers_)
     if (p.hostHash == peers_[rank_].hostHash) ++local;
-  oversubscribed_ = local > usableCpus();
+  oversubscribed_ = local > hostCpus(peers_, rank_);
   spin_.configure(cfg_.spinUs, oversubscribed_);
   if (cfg_.testThrottleMBps > 0) throttleNsPerByte_ = 1e3 / cfg_.testThrottleMBps;
 }

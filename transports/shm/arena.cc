@@ -31,7 +31,7 @@ void futexWakeAll(std::atomic<uint32_t>* word) {
 }
 
 Arena::Arena(int rank, int nranks, std::vector<Segment*> blocks, std::vector<PidWatch*> watches,
-             std::vector<std::string> describe, long spinUs)
+             std::vector<std::string> describe, long spinUs, int hostCpus)
     : rank_(rank),
       nranks_(nranks),
       chunk_(blocks[rank]->header()->slotBytes),
@@ -42,7 +42,7 @@ Arena::Arena(int rank, int nranks, std::vector<Segment*> blocks, std::vector<Pid
     hdr_.push_back(blocks[r]->header());
     for (int i = 0; i < 4; ++i) bufs_.push_back(Segment::payload(blocks[r]->slot(i)));
   }
-  oversubscribed_ = nranks > usableCpus();
+  oversubscribed_ = nranks > hostCpus;
   // Auto: spin long when every rank has a core (a sleep/wake pair costs a
   // few microseconds), barely when ranks share cores.
   spin_.configure(spinUs, oversubscribed_);

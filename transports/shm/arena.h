@@ -43,8 +43,9 @@ class Arena {
  public:
   // blocks[r]: rank r's block (all ranks, this one included), mapped;
   // watches[r]: its process (nullptr for this rank). Not owned.
+  // hostCpus: the CPUs the ranks may run on (transport.h's hostCpus).
   Arena(int rank, int nranks, std::vector<Segment*> blocks, std::vector<PidWatch*> watches,
-        std::vector<std::string> describe, long spinUs);
+        std::vector<std::string> describe, long spinUs, int hostCpus);
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }

@@ -244,7 +244,7 @@ Status ShmTransport::connectImpl(const std::vector<int>& peers,
       names[r] = r == ctx_.rank ? strFormat("rank %d", r) : describe(r);
     }
     arena_ = std::make_unique<Arena>(ctx_.rank, ctx_.nranks, blocks, watches, names,
-                                     ctx_.config.spinUs);
+                                     ctx_.config.spinUs, hostCpus(ctx_.peers, ctx_.rank));
     for (int p : peers) channels_[p]->setWaker(arena_.get());
   }
   WEFT_INFO(kTransport,
