@@ -66,6 +66,7 @@ void Comm::startRecord(telemetry::OpRecord& r, const CollArgs& args, weft_dataty
     default: r.bytes = blk; break;
   }
   r.algo = p2p ? "p2p" : algo;
+  r.timeWork = r.bytes >= telemetry::kTimedWorkBytes || tel_->wantSpans();
   tel_->begin(r, nowNs());
 }
 

@@ -89,9 +89,12 @@ ArenaOp::ArenaOp(shm::Arena* arena, const CollArgs& args, weft_datatype_t dt, co
   if (step_ % e) step_ -= step_ % e;
   // Single copy: one round in which readers copy straight from the owners'
   // buffers (Arena::readFrom); every rank then waits until all have read.
-  // (Not an in-place alltoall: each rank overwrites the blocks the others
-  // would still be reading.)
-  direct_ = arena->directMin() > 0 && blk >= arena->directMin() &&
+  // Up to one arena chunk: above it, the staged rounds stay in cache and
+  // large outputs take streaming stores, which measured faster than
+  // process_vm_readv of a cold buffer (docs/performance.md). (Not an
+  // in-place alltoall: each rank overwrites the blocks the others would
+  // still be reading.)
+  direct_ = arena->directMin() > 0 && blk >= arena->directMin() && blk < arena->chunk() &&
             (args.type == CollType::Broadcast || args.type == CollType::AllGather ||
              (args.type == CollType::AllToAll && !args.inPlace));
   if (direct_) step_ = total_;

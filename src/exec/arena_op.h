@@ -79,9 +79,7 @@ class ArenaOp : public OpRunner {
     rec_ = rec;
     tx_ = tx;
     spans_ = tel && tel->wantSpans();
-    // Phases of small rounds take tens of ns: timing them (two clock reads
-    // each) would cost more than they do, so only the timeline asks for it.
-    timed_ = rec && (step_ >= telemetry::kTimedWorkBytes || spans_);
+    timed_ = rec && rec->timeWork;
   }
 
   // Largest message that allreduce runs one-shot (every rank reduces it all).

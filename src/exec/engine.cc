@@ -132,7 +132,7 @@ void Engine::noteRecv(Op& op, const Completion& c) {
 
 void Engine::reduceStep(Op& op, const Step& s) {
   const size_t count = s.bytes / op.args.eltSize;
-  const bool timed = tel_ && (s.bytes >= telemetry::kTimedWorkBytes || spans_);
+  const bool timed = tel_ && op.rec.timeWork;
   const uint64_t t0 = timed ? nowNs() : 0;
   if (s.kind == StepKind::Divide)
     divideByCount(bind(op, s.dst), count, op.dtype, static_cast<uint64_t>(nranks_));
@@ -143,7 +143,7 @@ void Engine::reduceStep(Op& op, const Step& s) {
 
 void Engine::copyStep(Op& op, const Step& s) {
   if (!s.bytes) return;
-  const bool timed = tel_ && (s.bytes >= telemetry::kTimedWorkBytes || spans_);
+  const bool timed = tel_ && op.rec.timeWork;
   const uint64_t t0 = timed ? nowNs() : 0;
   memmove(bind(op, s.dst), bind(op, s.a), s.bytes);
   if (timed) op.rec.addWork(telemetry::SpanKind::Copy, t0, nowNs(), spans_);
