@@ -114,6 +114,24 @@ class Endpoint {
   virtual Status postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) = 0;
 };
 
+// An Endpoint that hands posts to a transport's per-peer object (a channel,
+// a connection) held through P: a shared_ptr, or a plain pointer when the
+// transport owns the object and outlives the endpoint's use.
+template <class P>
+class ForwardingEndpoint : public Endpoint {
+ public:
+  explicit ForwardingEndpoint(P to) : to_(std::move(to)) {}
+  Status postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) override {
+    return to_->postSend(buf, len, tag, mem, c);
+  }
+  Status postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) override {
+    return to_->postRecv(buf, len, tag, mem, c);
+  }
+
+ private:
+  P to_;
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;

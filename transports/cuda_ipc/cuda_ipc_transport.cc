@@ -47,19 +47,7 @@ struct BlobEntry {
   uint64_t addr;                       // the same FIFO, for peers in this process
 };
 
-class CudaIpcEndpoint : public Endpoint {
- public:
-  explicit CudaIpcEndpoint(std::shared_ptr<CudaIpcChannel> ch) : ch_(std::move(ch)) {}
-  Status postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) override {
-    return ch_->postSend(buf, len, tag, mem, c);
-  }
-  Status postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) override {
-    return ch_->postRecv(buf, len, tag, mem, c);
-  }
-
- private:
-  std::shared_ptr<CudaIpcChannel> ch_;
-};
+using CudaIpcEndpoint = ForwardingEndpoint<std::shared_ptr<CudaIpcChannel>>;
 
 class CudaIpcTransport : public Transport {
  public:

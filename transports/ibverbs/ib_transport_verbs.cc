@@ -22,19 +22,7 @@ namespace weft {
 namespace ib {
 namespace {
 
-class IbEndpoint : public Endpoint {
- public:
-  explicit IbEndpoint(IbPeer* p) : p_(p) {}
-  Status postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) override {
-    return p_->postSend(buf, len, tag, mem, c);
-  }
-  Status postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) override {
-    return p_->postRecv(buf, len, tag, mem, c);
-  }
-
- private:
-  IbPeer* p_;
-};
+using IbEndpoint = ForwardingEndpoint<IbPeer*>;
 
 class IbTransport : public Transport {
  public:

@@ -31,19 +31,7 @@ struct Blob {
   uint64_t hostHash;
 };
 
-class ShmEndpoint : public Endpoint {
- public:
-  explicit ShmEndpoint(std::shared_ptr<ShmChannel> ch) : ch_(std::move(ch)) {}
-  Status postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) override {
-    return ch_->postSend(buf, len, tag, mem, c);
-  }
-  Status postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) override {
-    return ch_->postRecv(buf, len, tag, mem, c);
-  }
-
- private:
-  std::shared_ptr<ShmChannel> ch_;
-};
+using ShmEndpoint = ForwardingEndpoint<std::shared_ptr<ShmChannel>>;
 
 class ShmTransport : public Transport {
  public:

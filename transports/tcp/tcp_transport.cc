@@ -21,19 +21,7 @@ namespace weft {
 namespace tcp {
 namespace {
 
-class TcpEndpoint : public Endpoint {
- public:
-  explicit TcpEndpoint(std::shared_ptr<TcpPeer> p) : p_(std::move(p)) {}
-  Status postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) override {
-    return p_->postSend(buf, len, tag, mem, c);
-  }
-  Status postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) override {
-    return p_->postRecv(buf, len, tag, mem, c);
-  }
-
- private:
-  std::shared_ptr<TcpPeer> p_;
-};
+using TcpEndpoint = ForwardingEndpoint<std::shared_ptr<TcpPeer>>;
 
 class TcpTransport : public Transport {
  public:

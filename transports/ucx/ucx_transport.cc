@@ -27,19 +27,7 @@ namespace weft {
 namespace ucx {
 namespace {
 
-class UcxEndpoint : public Endpoint {
- public:
-  explicit UcxEndpoint(UcxPeer* p) : p_(p) {}
-  Status postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) override {
-    return p_->postSend(buf, len, tag, mem, c);
-  }
-  Status postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) override {
-    return p_->postRecv(buf, len, tag, mem, c);
-  }
-
- private:
-  UcxPeer* p_;  // owned by the transport, which outlives its endpoints' use
-};
+using UcxEndpoint = ForwardingEndpoint<UcxPeer*>;
 
 class UcxTransport : public Transport {
  public:
