@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -102,6 +103,19 @@ inline std::string runProcesses(int n, const Body& body, const std::vector<std::
       msg = "exit status " + std::to_string(WEXITSTATUS(status));
     if (!msg.empty()) all += "rank " + std::to_string(i) + ": " + msg + "\n";
   }
+  return all;
+}
+
+// The contents of every file matching a shell glob ("dir/log-*"), in glob
+// order; empty when none match. For the ranks' WEFT_DEBUG_FILE logs.
+inline std::string catFiles(const std::string& glob) {
+  std::string all;
+  FILE* p = popen(("cat " + glob + " 2>/dev/null").c_str(), "r");
+  if (!p) return all;
+  char buf[4096];
+  size_t k;
+  while ((k = fread(buf, 1, sizeof buf, p)) > 0) all.append(buf, k);
+  pclose(p);
   return all;
 }
 

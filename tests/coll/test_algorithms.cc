@@ -59,17 +59,6 @@ std::string body(const AlgoCase& a, weft_comm_t c, int r, int n) {
   return "";
 }
 
-std::string readAll(const std::string& dir) {
-  std::string all;
-  FILE* p = popen(("cat " + dir + "/log-* 2>/dev/null").c_str(), "r");
-  if (!p) return all;
-  char buf[4096];
-  size_t k;
-  while ((k = fread(buf, 1, sizeof buf, p)) > 0) all.append(buf, k);
-  pclose(p);
-  return all;
-}
-
 // Runs `a` on n ranks with the given transport settings; checks results and
 // that the log shows the algorithm.
 void runAlgo(const AlgoCase& a, int n, bool processes, const std::vector<std::string>& transport) {
@@ -94,7 +83,7 @@ void runAlgo(const AlgoCase& a, int n, bool processes, const std::vector<std::st
     }
     err = runThreads(n, fn);
   }
-  std::string log = readAll(dir);
+  std::string log = catFiles(dir + "/log-*");
   std::system(("rm -rf " + dir).c_str());
   INFO(a.name << " n=" << n << (processes ? " processes " : " threads ") << transport[0]);
   REQUIRE(err == "");

@@ -77,13 +77,7 @@ TEST_CASE("topology: ring allreduce follows the file's NVLink ring - threads and
     }
     INFO((processes ? "processes" : "threads") << "\n" << err);
     REQUIRE(err.empty());
-    std::string all;
-    FILE* p = popen(("cat " + dir + "/log-*").c_str(), "r");
-    REQUIRE(p);
-    char buf[4096];
-    size_t k;
-    while ((k = fread(buf, 1, sizeof buf, p)) > 0) all.append(buf, k);
-    pclose(p);
+    const std::string all = catFiles(dir + "/log-*");
     INFO(all);
     CHECK(all.find("topology (WEFT_TOPO_FILE=") != std::string::npos);
     CHECK(all.find("\"DGX-1 V100\"") != std::string::npos);
@@ -124,13 +118,7 @@ TEST_CASE("topology: WEFT_TOPO_DUMP_FILE writes the system in use", "[coll][topo
   ScopedEnv d("WEFT_TOPO_DUMP_FILE", path.c_str());
   const std::string err = runThreads(2, sumBody);
   REQUIRE(err.empty());
-  std::string all;
-  FILE* p = popen(("cat " + std::string(tmpl) + "/topo-*.xml").c_str(), "r");
-  REQUIRE(p);
-  char buf[4096];
-  size_t k;
-  while ((k = fread(buf, 1, sizeof buf, p)) > 0) all.append(buf, k);
-  pclose(p);
+  const std::string all = catFiles(std::string(tmpl) + "/topo-*.xml");
   std::system(("rm -rf " + std::string(tmpl)).c_str());
   CHECK(all.find("<system version=\"1\" name=\"2-socket PCIe server, 4 GPUs, 2 NICs\">") !=
         std::string::npos);

@@ -28,17 +28,6 @@ std::string allCollectives(weft_comm_t c, int r, int n) {
   return "";
 }
 
-std::string readLogs(const std::string& dir) {
-  std::string all;
-  FILE* p = popen(("cat " + dir + "/log-* 2>/dev/null").c_str(), "r");
-  if (!p) return all;
-  char buf[4096];
-  size_t k;
-  while ((k = fread(buf, 1, sizeof buf, p)) > 0) all.append(buf, k);
-  pclose(p);
-  return all;
-}
-
 // Counts the INFO lines "transports per peer ..." and whether any names a
 // transport other than self and ucx.
 void checkAllUcx(const std::string& log, int n) {
@@ -69,7 +58,7 @@ TEST_CASE("ucx: every collective over processes - UCX_TLS tcp and sm - 2 and 4 r
           n, allCollectives,
           {"WEFT_TRANSPORTS=ucx", tls, "WEFT_DEBUG=INFO", "WEFT_DEBUG_SUBSYS=INIT",
            "WEFT_DEBUG_FILE=" + dir + "/log-%p", "WEFT_TIMEOUT_S=60"});
-      std::string log = readLogs(dir);
+      std::string log = catFiles(dir + "/log-*");
       std::system(("rm -rf " + dir).c_str());
       INFO(tls << " n=" << n << "\n" << log);
       REQUIRE(err == "");
