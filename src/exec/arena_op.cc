@@ -87,20 +87,24 @@ ArenaOp::ArenaOp(shm::Arena* arena, const CollArgs& args, weft_datatype_t dt, co
     default: break;  // barrier: one round, no data
   }
   if (step_ % e) step_ -= step_ % e;
-  // Single copy: one round in which readers copy straight from the owners'
-  // buffers (Arena::readFrom); every rank then waits until all have read.
-  // Up to one arena chunk: above it, the staged rounds stay in cache and
-  // large outputs take streaming stores, which measured faster than
-  // process_vm_readv of a cold buffer (docs/performance.md). (Not an
-  // in-place alltoall: each rank overwrites the blocks the others would
-  // still be reading.)
-  direct_ = arena->directMin() > 0 && blk >= arena->directMin() && blk < arena->chunk() &&
-            (args.type == CollType::Broadcast || args.type == CollType::AllGather ||
-             (args.type == CollType::AllToAll && !args.inPlace));
-  if (direct_) step_ = total_;
   const size_t outBytes = args.type == CollType::AllGather || args.type == CollType::AllToAll
                               ? blk * static_cast<size_t>(n_)
                               : blk;
+  // Single copy: one round in which readers copy straight from the owners'
+  // buffers (Arena::readFrom); every rank then waits until all have read.
+  // Measured against the staged rounds (docs/performance.md), by output
+  // size: single copy wins below half an arena chunk, loses while the staged
+  // rounds run from cache (up to 2-4 chunks), wins again from 4 chunks, and
+  // is even with the staged path's streaming stores from 32. (Not an
+  // in-place alltoall: each rank overwrites the blocks the others would
+  // still be reading.)
+  const size_t chunkB = arena->chunk();
+  const bool directSize =
+      outBytes < chunkB / 2 || (outBytes >= 4 * chunkB && outBytes < 32 * chunkB);
+  direct_ = arena->directMin() > 0 && blk >= arena->directMin() && directSize &&
+            (args.type == CollType::Broadcast || args.type == CollType::AllGather ||
+             (args.type == CollType::AllToAll && !args.inPlace));
+  if (direct_) step_ = total_;
   streamOut_ = outBytes >= kStreamOutputBytes;
   if (args.type == CollType::Barrier)
     rounds_ = 1;
