@@ -139,7 +139,8 @@ TEST_CASE("arena: single-copy broadcast - allgather and alltoall - processes and
   auto body = [](weft_comm_t c, int r, int n) {
     for (Coll coll : {Coll::Broadcast, Coll::AllGather, Coll::AllToAll})
       for (weft_datatype_t dt : {WEFT_FLOAT32, WEFT_INT8})
-        for (size_t count : {size_t(1), size_t(1001), size_t(300007)})
+        // Outputs under half a chunk, between (staged), and from 4 chunks.
+        for (size_t count : {size_t(1), size_t(1001), size_t(300007), size_t(1100007)})
           for (bool ip : {false, true})
             for (int root = 0; root < n; ++root) {
               std::string e = runAndCheck(c, r, n, coll, dt, WEFT_SUM, count, ip, root);
