@@ -16,8 +16,6 @@ namespace weft {
 namespace telemetry {
 namespace {
 
-constexpr int kTypes = 16;
-
 std::string esc(const std::string& s) {
   std::string o;
   for (char c : s) {
@@ -77,7 +75,7 @@ std::string Telemetry::statsJson() const {
   }
   j += "],\n  \"classes\": [";
   first = true;
-  for (int t = 0; t < kTypes; ++t) {
+  for (int t = 0; t < kCollTypes; ++t) {
     for (int c = 0; c < kSizeClasses; ++c) {
       const auto& a = agg_[t * kSizeClasses + c];
       if (!a.ops) continue;

@@ -18,7 +18,6 @@ namespace telemetry {
 namespace {
 
 constexpr size_t kMinRing = 64;
-constexpr int kTypes = 16;
 
 std::string describeRecord(const OpRecord& r) {
   CollArgs a;
@@ -83,7 +82,7 @@ std::string expandRankPath(const std::string& pattern, int rank) {
 Telemetry::Telemetry(const Setup& s)
     : s_(s),
       on_(s.config.telemetry),
-      agg_(kTypes * kSizeClasses),
+      agg_(kCollTypes * kSizeClasses),
       waitedForNs_(s.nranks, 0),
       waitedForOps_(s.nranks, 0),
       ring_(std::max<size_t>(kMinRing, static_cast<size_t>(s.config.flightRecorder))) {
@@ -202,7 +201,7 @@ void Telemetry::account(const OpRecord& r) {
     waitedForNs_[r.lastRank] += wait;
     waitedForOps_[r.lastRank]++;
   }
-  if (r.type >= kTypes) return;
+  if (r.type >= kCollTypes) return;
   Agg& a = agg_[r.type * kSizeClasses + sizeClassOf(r.bytes)];
   a.ops++;
   a.bytes += r.bytes;
@@ -283,10 +282,14 @@ void Telemetry::dumpFlightRecorder(const std::string& why) {
                                s_.rank, why.c_str(), ops.size());
   for (const OpRecord& r : ops)
     text += strFormat(
-        "  %s algo %s entry %+.6f s wait %.1f us (last rank %d) time %.1f us status %d\n",
+        "  %s algo %s entry %+.6f s wait %.1f us (last rank %d) first byte %s time %.1f us "
+        "status %d\n",
         describeRecord(r).c_str(), r.algo,
         static_cast<double>(static_cast<int64_t>(r.entryNs - firstEntryNs_)) * 1e-9,
         static_cast<double>(r.arrivalNs - r.entryNs) * 1e-3, r.lastRank,
+        r.firstByteNs
+            ? strFormat("%.1f us", static_cast<double>(r.firstByteNs - r.entryNs) * 1e-3).c_str()
+            : "none",
         static_cast<double>(r.endNs - r.entryNs) * 1e-3, r.status);
   if (s_.config.flightRecorderPath.empty()) {
     WEFT_WARN(kTelemetry, "%s", text.c_str());

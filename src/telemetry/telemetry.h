@@ -47,6 +47,8 @@ struct Setup {
   Config config;
 };
 
+// Collective types the aggregates keep apart (CollType values below this).
+constexpr int kCollTypes = 16;
 // Size classes of the aggregates, by the op's nccl-tests size.
 constexpr int kSizeClasses = 5;
 const char* sizeClassName(int c);  // "<=4K", "4K-64K", "64K-1M", "1M-16M", ">16M"

@@ -95,10 +95,12 @@ void Timeline::add(const OpRecord& r, int64_t off, double busbw) {
   char args[320];
   snprintf(args, sizeof args,
            "\"seq\":%llu,\"bytes\":%llu,\"count\":%llu,\"algorithm\":\"%s\",\"busbw_GBs\":%.3f,"
-           "\"last_rank\":%d,\"wait_ns\":%llu,\"reduce_ns\":%llu,\"copy_ns\":%llu,\"status\":%d",
+           "\"last_rank\":%d,\"wait_ns\":%llu,\"first_byte_ns\":%lld,\"reduce_ns\":%llu,"
+           "\"copy_ns\":%llu,\"status\":%d",
            static_cast<unsigned long long>(r.seq), static_cast<unsigned long long>(r.bytes),
            static_cast<unsigned long long>(r.count), r.algo, busbw, r.lastRank,
            static_cast<unsigned long long>(arrival - entry),
+           r.firstByteNs ? static_cast<long long>(r.firstByteNs - r.entryNs) : -1LL,
            static_cast<unsigned long long>(r.reduceNs), static_cast<unsigned long long>(r.copyNs),
            r.status);
   if (r.seq) name += strFormat(" #%llu", static_cast<unsigned long long>(r.seq));
