@@ -58,7 +58,7 @@ std::string UcxPeer::describe() const {
   return strFormat("rank %d (%s, pid %d)", peer_, host_.c_str(), pid_);
 }
 
-Status UcxPeer::open(const void* workerAddr) {
+Status UcxPeer::open(const void* workerAddr, bool bulk) {
   ucp_ep_params_t p{};
   p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                  UCP_EP_PARAM_FIELD_ERR_HANDLER;
@@ -75,6 +75,14 @@ Status UcxPeer::open(const void* workerAddr) {
     p.err_mode = UCP_ERR_HANDLING_MODE_NONE;
   }
   ucs_status_t st = ucp_ep_create(sh_->worker, &p, &ep_);
+  if (st == UCS_OK && bulk && p.err_mode == UCP_ERR_HANDLING_MODE_PEER) {
+    // No failure mode, but the handler stays: over tcp UCP still reports a
+    // reset connection through it.
+    p.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    st = ucp_ep_create(sh_->worker, &p, &bulkEp_);
+  } else {
+    bulkEp_ = ep_;
+  }
   if (st != UCS_OK)
     return Status(WEFT_ERR_REMOTE, strFormat("ucx transport: rank %d cannot reach %s: %s",
                                              sh_->rank, describe().c_str(),
@@ -94,7 +102,8 @@ Status UcxPeer::sendPart(MsgOp* op, int i, const void* data, size_t len, Kind k)
   prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   prm.cb.send = &UcxPeer::onSend;
   prm.user_data = &op->part[i];
-  ucs_status_ptr_t r = ucp_tag_send_nbx(ep_, data, len, ucpTag(sh_->rank, k, op->seq), &prm);
+  ucp_ep_h ep = k == Kind::Data ? bulkEp_ : ep_;
+  ucs_status_ptr_t r = ucp_tag_send_nbx(ep, data, len, ucpTag(sh_->rank, k, op->seq), &prm);
   if (UCS_PTR_IS_ERR(r))
     return Status(WEFT_ERR_REMOTE, strFormat("ucx transport: send to %s failed: %s",
                                              describe().c_str(),
@@ -336,7 +345,7 @@ void UcxPeer::fail(const Status& st) {
   cancelRecvs();
 }
 
-void* UcxPeer::drop(bool flush) {
+void UcxPeer::drop(bool flush, std::vector<void*>* closing) {
   aborted_ = true;
   for (MsgOp* op : live_)
     if (!op->finished) {
@@ -344,15 +353,18 @@ void* UcxPeer::drop(bool flush) {
       --sh_->pending;
     }
   cancelRecvs();
-  if (!ep_) return nullptr;
   ucp_request_param_t prm{};
   if (!flush) {
     prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
   }
-  void* r = ucp_ep_close_nbx(ep_, &prm);
-  ep_ = nullptr;
-  return UCS_PTR_IS_PTR(r) ? r : nullptr;
+  if (bulkEp_ == ep_) bulkEp_ = nullptr;
+  for (ucp_ep_h* e : {&bulkEp_, &ep_}) {
+    if (!*e) continue;
+    void* r = ucp_ep_close_nbx(*e, &prm);
+    *e = nullptr;
+    if (UCS_PTR_IS_PTR(r)) closing->push_back(r);
+  }
 }
 
 bool UcxPeer::receiving() const {

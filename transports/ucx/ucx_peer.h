@@ -68,9 +68,14 @@ class UcxPeer {
   UcxPeer(const UcxPeer&) = delete;
   UcxPeer& operator=(const UcxPeer&) = delete;
 
-  // Creates the UCP endpoint to the peer's worker address.
-  Status open(const void* workerAddr);
+  // Creates the UCP endpoints to the peer's worker address: the control
+  // endpoint (headers and inline payloads; peer failure mode, so that a lost
+  // peer is reported) and, with `bulk`, a second one for large payloads (see
+  // bulkEp_). Both sides create them in this order, so UCP pairs control
+  // with control and bulk with bulk.
+  Status open(const void* workerAddr, bool bulk);
   ucp_ep_h ep() const { return ep_; }
+  ucp_ep_h bulkEp() const { return bulkEp_; }
 
   Status postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c);
   Status postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c);
@@ -82,10 +87,10 @@ class UcxPeer {
   // complete from what the peer sent before it went (see onError).
   void sweepLost();
   // Shutdown: pending operations are dropped (their completions never fire),
-  // receives cancelled, the endpoint closed: after flushing what completed
-  // sends left in UCX's buffers (`flush`), else at once. Returns the close
-  // request to wait for, if any.
-  void* drop(bool flush);
+  // receives cancelled, the endpoints closed: after flushing what completed
+  // sends left in UCX's buffers (`flush`), else at once. Appends the close
+  // requests to wait for to `closing`.
+  void drop(bool flush, std::vector<void*>* closing);
   const Status& failed() const { return failed_; }
   // Nothing pending with this peer and its endpoint not lost: safe to flush.
   bool quiet() const;
@@ -115,6 +120,15 @@ class UcxPeer {
   int pid_;
   bool sameHost_;
   ucp_ep_h ep_ = nullptr;
+  // Large payloads travel on an endpoint without UCP's peer failure mode:
+  // in that mode UCP 1.13 moves rendezvous data over tcp as 64 KiB active
+  // messages (one send each) instead of one zero-copy put (a 2 MiB allreduce
+  // took 1.3x as long). Liveness does not suffer: the control endpoint still
+  // reports a lost peer (and fails everything pending with it), pids watch
+  // peers on this host, and the engine's WEFT_TIMEOUT_S bounds the rest.
+  // Equal to ep_ where the control endpoint has no failure mode either, and
+  // with RDMA transports, whose zero-copy rendezvous works in peer mode.
+  ucp_ep_h bulkEp_ = nullptr;
   uint64_t sendSeq_ = 0, recvSeq_ = 0;
   std::vector<MsgOp*> live_;  // ops with outstanding UCP requests
   shm::PidWatch watch_;

@@ -180,7 +180,7 @@ Status UcxTransport::connect(const std::vector<int>& peers, const std::vector<st
     std::string host = static_cast<size_t>(p) < ctx_.peers.size() ? ctx_.peers[p].hostname : "?";
     if (host.empty()) host = "?";
     peers_[p] = std::make_unique<UcxPeer>(&sh_, p, host, h.pid, h.hostHash == hostHash_);
-    WEFT_RETURN_IF_ERROR(peers_[p]->open(blobs[p].data() + sizeof h));
+    WEFT_RETURN_IF_ERROR(peers_[p]->open(blobs[p].data() + sizeof h, !rdma_));
   }
   WEFT_RETURN_IF_ERROR(hello(peers));
   if (eps->size() < static_cast<size_t>(ctx_.nranks)) eps->resize(ctx_.nranks);
@@ -189,26 +189,31 @@ Status UcxTransport::connect(const std::vector<int>& peers, const std::vector<st
   return Status::ok();
 }
 
-// Every rank sends a Hello to every peer and waits for theirs, driving the
-// worker (UCP wires endpoints up lazily, through both sides' progress).
+// Every rank sends a Hello to every peer on both endpoints (message 0 on the
+// control one, 1 on the bulk one) and waits for theirs, driving the worker:
+// UCP wires endpoints up lazily, through both sides' progress, and this
+// pays for that before the first collective.
 Status UcxTransport::hello(const std::vector<int>& peers) {
   struct Pending {
     int peer;
+    int e;  // 0: control endpoint, 1: bulk endpoint
     void* send;
     void* recv;
     Hello in;
   };
-  std::vector<Pending> ps(peers.size());
+  std::vector<Pending> ps(2 * peers.size());
   Hello out{kHelloMagic, kWireVersion, ctx_.secret, ctx_.commId, ctx_.rank, 0};
   ucp_request_param_t none{};
   Status result;
-  for (size_t i = 0; i < peers.size(); ++i) {
+  for (size_t i = 0; i < ps.size(); ++i) {
     Pending& q = ps[i];
-    q.peer = peers[i];
-    q.recv = ucp_tag_recv_nbx(sh_.worker, &q.in, sizeof q.in, ucpTag(q.peer, Kind::Hello, 0), ~0ull,
-                              &none);
-    q.send = ucp_tag_send_nbx(peers_[q.peer]->ep(), &out, sizeof out,
-                              ucpTag(ctx_.rank, Kind::Hello, 0), &none);
+    q.peer = peers[i / 2];
+    q.e = static_cast<int>(i % 2);
+    UcxPeer* peer = peers_[q.peer].get();
+    q.recv = ucp_tag_recv_nbx(sh_.worker, &q.in, sizeof q.in, ucpTag(q.peer, Kind::Hello, q.e),
+                              ~0ull, &none);
+    q.send = ucp_tag_send_nbx(q.e ? peer->bulkEp() : peer->ep(), &out, sizeof out,
+                              ucpTag(ctx_.rank, Kind::Hello, q.e), &none);
     for (void* r : {q.recv, q.send})
       if (UCS_PTR_IS_ERR(r) && result.isOk())
         result = Status(WEFT_ERR_REMOTE, strFormat("ucx transport: hello with rank %d: %s", q.peer,
@@ -227,10 +232,12 @@ Status UcxTransport::hello(const std::vector<int>& peers) {
     if (dl.expired()) {
       std::string missing;
       for (Pending& q : ps)
-        if (pendingOf(q.send) || pendingOf(q.recv)) missing += strFormat("%d ", q.peer);
+        if ((pendingOf(q.send) || pendingOf(q.recv)) &&
+            missing.find(strFormat(" %d ", q.peer)) == std::string::npos)
+          missing += strFormat(" %d ", q.peer);
       result = Status(WEFT_ERR_TIMEOUT,
                       strFormat("ucx transport: rank %d: connect timed out after %.0f s "
-                                "(WEFT_BOOTSTRAP_TIMEOUT_S); still missing: %s",
+                                "(WEFT_BOOTSTRAP_TIMEOUT_S); still missing:%s",
                                 ctx_.rank, ctx_.config.bootstrapTimeoutS, missing.c_str()));
     }
     if (result.isOk()) usleep(50);
@@ -281,7 +288,7 @@ void UcxTransport::shutdown() {
     if (!p) continue;
     const bool flush = !receiving && p->quiet();
     flushing |= flush;
-    if (void* r = p->drop(flush)) closing.push_back(r);
+    p->drop(flush, &closing);
   }
   if (receiving) {
     for (void* r : closing) ucp_request_free(r);  // released when UCX is done with it
