@@ -95,6 +95,10 @@ struct TransportContext {
   uint64_t commId = 0;  // unique per communicator within the job
   Config config;
   std::vector<PeerInfo> peers;  // indexed by rank, this rank included
+  // The RDMA device the topology puts this rank on (its nearest NIC,
+  // src/topo/nic_choice.h), "" when it knows none. ibverbs and ucx use it
+  // unless WEFT_IB_HCA or UCX_NET_DEVICES say otherwise.
+  std::string rdmaNic;
 };
 
 struct TransportCaps {

@@ -11,6 +11,7 @@
 #include "exec/arena_op.h"
 #include "kernels/cpu/reduce.h"
 #include "net/socket.h"
+#include "topo/nic_choice.h"
 
 namespace weft {
 namespace {
@@ -125,6 +126,7 @@ Status Comm::setUpTransports() {
   ctx.commId = boot_->secret() ^ 0x636f6d6d00000000ull;
   ctx.config = cfg_;
   ctx.peers = peers_;
+  ctx.rdmaNic = topo::rdmaNicName(topo_.view, topo_.localRank);
 
   // Candidates in order of preference; each peer takes the first that reaches it.
   std::vector<std::unique_ptr<Transport>> cands;

@@ -125,6 +125,7 @@ Status setUpCommTopology(const Config& cfg, const std::vector<PeerInfo>& peers, 
       std::find(hostKeys.begin(), hostKeys.end(), peers[rank].hostHash) - hostKeys.begin());
   const std::vector<int>& mine = hostRanks[myHost];
   const int local = static_cast<int>(std::find(mine.begin(), mine.end(), rank) - mine.begin());
+  t.localRank = local;
   // A layout the View does not take (more than 1024 ranks on a host) keeps
   // rank order; every rank still joins the allgather.
   Status vs =
@@ -196,7 +197,9 @@ std::vector<size_t> transportOrder(const CommTopology& t,
       names = {"shm", "tcp"};
       break;
     case PathClass::None:
-      names = {"tcp"};
+      // Another host: the RDMA transports where the communicator built them
+      // (ibverbs when asked for, ucx when asked for or UCX found RDMA).
+      names = {"ibverbs", "ucx", "tcp"};
       break;
   }
   std::vector<size_t> order;

@@ -28,6 +28,7 @@ struct CommTopology {
   std::string source;                    // "WEFT_TOPO_FILE=..." or "detected"
   View view;                             // this host's ranks, nodes = hosts
   int hosts = 1;
+  int localRank = 0;  // this rank's index among its host's ranks (the View's local rank)
   // Every rank in ring order (hosts in order of their lowest rank, each
   // host's ranks in the order its own View chains them); ringPos inverts it.
   std::vector<int> ringOrder, ringPos;
@@ -51,8 +52,10 @@ Status setUpCommTopology(const Config& cfg, const std::vector<PeerInfo>& peers, 
 // Indices into `cands`, in the order to try them for `peer`: self for this
 // rank; for a peer on this host, whatever its path class (host memory goes
 // through shared memory from any NUMA node; a GPU transport would take NVL,
-// PIX and PXB peers first), shm then tcp; for another host, tcp. Transports
-// the rule does not name follow in their given order.
+// PIX and PXB peers first), shm then tcp; for another host, ibverbs, ucx,
+// then tcp (the communicator builds the RDMA ones only where asked for or,
+// for ucx, where UCX found an RDMA device). Transports the rule does not
+// name follow in their given order.
 std::vector<size_t> transportOrder(const CommTopology& t,
                                    const std::vector<std::unique_ptr<Transport>>& cands, int peer);
 

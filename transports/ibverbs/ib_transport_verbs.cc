@@ -80,7 +80,18 @@ Status IbTransport::localAddress(std::string* blob) {
   if (addressed_) return invalidUsage("ibverbs transport: localAddress() called twice");
   addressed_ = true;
   nqps_ = std::max(1, std::min(16, ctx_.config.ibQpsPerPeer));
-  WEFT_RETURN_IF_ERROR(openIbPort(ctx_.config, &sh_.port));
+  // Without WEFT_IB_HCA, the device the topology puts this rank on first
+  // (its nearest NIC); any usable one when that fails.
+  Status opened(WEFT_ERR_SYSTEM, "");
+  if (ctx_.config.ibHca.empty() && !ctx_.rdmaNic.empty()) {
+    Config near = ctx_.config;
+    near.ibHca = "=" + ctx_.rdmaNic;
+    opened = openIbPort(near, &sh_.port);
+    if (opened.isError())
+      WEFT_INFO(kTransport, "ibverbs: rank %d: the topology's nearest NIC %s: %s; trying the others",
+                ctx_.rank, ctx_.rdmaNic.c_str(), opened.message().c_str());
+  }
+  if (opened.isError()) WEFT_RETURN_IF_ERROR(openIbPort(ctx_.config, &sh_.port));
   sh_.pd = ibv_alloc_pd(sh_.port.ctx);
   if (!sh_.pd) return systemError("ibverbs: ibv_alloc_pd", errno);
   const int cqe = std::max(64, (ctx_.nranks - 1) * nqps_ * static_cast<int>(3 * kSlots));

@@ -107,6 +107,14 @@ Status UcxTransport::init() {
     if (!getenv(env.c_str()) && ucp_config_modify(cfg, v, "n") != UCS_OK)
       WEFT_INFO(kTransport, "ucx transport: this UCX has no %s option", env.c_str());
   }
+  // The topology's nearest RDMA NIC for this rank, unless the user chose
+  // devices (port 1: each port of a ConnectX is a device of its own).
+  if (rdma_ && !ctx_.rdmaNic.empty() && !getenv("UCX_NET_DEVICES")) {
+    const std::string dev = ctx_.rdmaNic + ":1";
+    if (ucp_config_modify(cfg, "NET_DEVICES", dev.c_str()) == UCS_OK)
+      WEFT_INFO(kTransport, "ucx transport: rank %d uses %s (nearest NIC in the topology)", ctx_.rank,
+                dev.c_str());
+  }
   ucp_params_t p{};
   p.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   // Wakeup: an idle engine sleeps on the worker's event fd (sleep()).
