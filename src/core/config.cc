@@ -106,6 +106,7 @@ Config Config::fromEnv() {
   c.ibHca = envStr("WEFT_IB_HCA");
   c.ibGidIndex = static_cast<int>(envLong("WEFT_IB_GID_INDEX", c.ibGidIndex, -1, 255));
   c.ibQpsPerPeer = static_cast<int>(envLong("WEFT_IB_QPS_PER_PEER", c.ibQpsPerPeer, 1, 16));
+  c.netGdr = envStr("WEFT_NET_GDR");
   return c;
 }
 

@@ -25,6 +25,7 @@ struct Config {
   std::string ibHca;               // WEFT_IB_HCA: RDMA devices/ports, NCCL_IB_HCA syntax
   int ibGidIndex = -1;             // WEFT_IB_GID_INDEX: RoCE GID index; -1 = auto
   int ibQpsPerPeer = 2;            // WEFT_IB_QPS_PER_PEER: RC queue pairs per peer
+  std::string netGdr;              // WEFT_NET_GDR: auto (""), 0, 1
   std::string topoFile;            // WEFT_TOPO_FILE: load this topology instead of detecting
   std::string topoDumpFile;        // WEFT_TOPO_DUMP_FILE: write the topology used here
 

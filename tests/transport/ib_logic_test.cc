@@ -1,15 +1,18 @@
 // The ibverbs transport's device-free logic: WEFT_IB_HCA parsing and
 // matching, RoCE GID selection, the queue-pair state machine, credit flow
 // control (a two-sided simulation that must never overrun a receiver and
-// never deadlock) and the registration cache.
+// never deadlock), the registration cache and the GPUDirect RDMA choice.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <deque>
 #include <random>
 #include <vector>
 
 #include "transports/ibverbs/credits.h"
+#include "transports/ibverbs/gdr.h"
 #include "transports/ibverbs/gid_select.h"
 #include "transports/ibverbs/hca_spec.h"
 #include "transports/ibverbs/qp_fsm.h"
@@ -284,3 +287,52 @@ TEST_CASE("ib: the registration cache reuses, holds and evicts registrations", "
   CHECK(live.empty());
   CHECK(deregs == regs);
 }
+
+TEST_CASE("ib: WEFT_NET_GDR and the GPUDirect RDMA choice", "[transport][ibverbs]") {
+  int v = 7;
+  REQUIRE(parseGdrSetting("", &v).isOk());
+  CHECK(v == -1);
+  REQUIRE(parseGdrSetting("auto", &v).isOk());
+  CHECK(v == -1);
+  REQUIRE(parseGdrSetting("0", &v).isOk());
+  CHECK(v == 0);
+  REQUIRE(parseGdrSetting("1", &v).isOk());
+  CHECK(v == 1);
+  Status bad = parseGdrSetting("yes", &v);
+  CHECK(bad.code() == WEFT_ERR_INVALID_ARGUMENT);
+  CHECK(bad.message().find("WEFT_NET_GDR=yes") != std::string::npos);
+
+  // A fake sysfs: the peer-memory module appears under module/ or
+  // kernel/mm/memory_peers/ depending on the driver generation.
+  char tmpl[] = "/tmp/weft-gdr-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  const std::string root = tmpl;
+  std::string why;
+  CHECK(chooseGdr(false, true, root, &why) == GdrMode::Off);
+  CHECK(why.find("no CUDA") != std::string::npos);
+  CHECK(chooseGdr(true, false, root, &why) == GdrMode::Off);
+  CHECK(why.find("nvidia-peermem") != std::string::npos);
+  CHECK(chooseGdr(true, true, root, &why) == GdrMode::DmaBuf);
+  for (const char* dir : {"/module/nvidia_peermem", "/module/nv_peer_mem", "/kernel/mm/memory_peers/nv_mem"}) {
+    INFO(dir);
+    REQUIRE(std::system(("mkdir -p " + root + dir).c_str()) == 0);
+    CHECK(chooseGdr(true, false, root, &why) == GdrMode::PeerMem);
+    // dma-buf wins where both work: no kernel module in the path.
+    CHECK(chooseGdr(true, true, root, &why) == GdrMode::DmaBuf);
+    REQUIRE(std::system(("rm -rf " + root + "/module " + root + "/kernel").c_str()) == 0);
+  }
+  std::system(("rm -rf " + root).c_str());
+  CHECK(std::string(gdrModeName(GdrMode::PeerMem)) == "nvidia-peermem");
+}
+
+#ifdef WEFT_HAVE_IBVERBS
+TEST_CASE("ib: GPUDirect RDMA probe on this machine", "[transport][ibverbs]") {
+  std::string why;
+  const GdrMode m = probeGdr(&why);
+  // Either it is on, or it says why not (here: no CUDA driver).
+  if (m == GdrMode::Off) {
+    CHECK_FALSE(why.empty());
+    WARN("GPUDirect RDMA off here: " << why);
+  }
+}
+#endif

@@ -204,8 +204,9 @@ Status IbPeer::connect(const BlobHeader& remote, const QpAddr* remoteQps, uint64
 Status IbPeer::checkPost(MemType mem) const {
   if (aborted_) return Status(WEFT_ERR_ABORTED, "ibverbs transport: shut down");
   if (!failed_.isOk()) return failed_;
-  if (mem != MemType::Host)
-    return invalidArgument("ibverbs transport: device memory (GPUDirect RDMA) is not supported yet");
+  if (mem != MemType::Host && sh_->gdr == GdrMode::Off)
+    return invalidArgument("ibverbs transport: device memory needs GPUDirect RDMA (WEFT_NET_GDR), "
+                           "which is off here: " + sh_->gdrWhy);
   return Status::ok();
 }
 
@@ -267,8 +268,11 @@ Status IbPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem, 
   h.tag = tag;
   h.len = len;
   h.addr = c->stamp;  // telemetry's arrival stamp rides in the unused field
-  if (len <= kEager) {
+  const bool device = mem != MemType::Host;
+  if (len <= kEager && !device) {
     // Copied now (into a slot, or the backlog): the caller's buffer is free.
+    // Device memory never goes eager: the host cannot read it; the NIC
+    // writes it from the registration instead.
     h.type = static_cast<uint8_t>(MsgType::Eager);
     sendMsg(q, h, buf, len);
     if (failed_.isError()) return failed_;
@@ -276,8 +280,9 @@ Status IbPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem, 
     return Status::ok();
   }
   const Registration* reg = nullptr;
-  WEFT_RETURN_IF_ERROR(sh_->cache->acquire(buf, len, &reg));
-  sends_.push_back({seq, static_cast<const char*>(buf), len, tag, c, reg, false});
+  RegCache* cache = device ? sh_->devCache : sh_->cache;
+  WEFT_RETURN_IF_ERROR(cache->acquire(buf, len, &reg));
+  sends_.push_back({seq, static_cast<const char*>(buf), len, tag, c, reg, false, cache});
   ++sh_->pending;
   h.type = static_cast<uint8_t>(MsgType::Rts);
   sendMsg(q, h, nullptr, 0);
@@ -288,7 +293,9 @@ Status IbPeer::postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Comple
   WEFT_RETURN_IF_ERROR(checkPost(mem));
   const uint64_t seq = recvSeq_++;
   if (recvs_.empty()) recvBase_ = seq;
-  recvs_.push_back({seq, static_cast<char*>(buf), len, tag, c, nullptr, false});
+  const bool device = mem != MemType::Host;
+  recvs_.push_back({seq, static_cast<char*>(buf), len, tag, c, nullptr, false, device,
+                    device ? sh_->devCache : sh_->cache});
   ++sh_->pending;
   auto it = early_.find(static_cast<uint32_t>(seq));
   if (it != early_.end()) {
@@ -323,12 +330,14 @@ void IbPeer::match(RecvOp& r, const Header& h, const char* data) {
   }
   r.c->stamp = h.addr;
   if (h.type == static_cast<uint8_t>(MsgType::Eager)) {
-    if (r.len) memcpy(r.buf, data, r.len);
-    finishRecv(r, Status());
+    Status st;
+    if (r.len && r.device) st = copyToDevice(r.buf, data, r.len);
+    else if (r.len) memcpy(r.buf, data, r.len);
+    finishRecv(r, st);
     return;
   }
   // RTS: let the sender write straight into the receive buffer.
-  Status st = sh_->cache->acquire(r.buf, r.len, &r.reg);
+  Status st = r.cache->acquire(r.buf, r.len, &r.reg);
   if (st.isError()) {
     fail(st);
     return;
@@ -397,7 +406,7 @@ void IbPeer::finishSend(SendOp& op, const Status& st) {
   if (op.done) return;
   op.done = true;
   --sh_->pending;
-  if (op.reg) sh_->cache->release(op.reg);
+  if (op.reg) op.cache->release(op.reg);
   op.reg = nullptr;
   op.c->finish(st);
 }
@@ -406,7 +415,7 @@ void IbPeer::finishRecv(RecvOp& op, const Status& st) {
   if (op.done) return;
   op.done = true;
   --sh_->pending;
-  if (op.reg) sh_->cache->release(op.reg);
+  if (op.reg) op.cache->release(op.reg);
   op.reg = nullptr;
   op.c->finish(st);
 }

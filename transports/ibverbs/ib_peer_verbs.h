@@ -16,6 +16,7 @@
 #include "transports/ibverbs/ib_device_verbs.h"
 #include "transports/ibverbs/ib_wire.h"
 #include "transports/ibverbs/qp_fsm.h"
+#include "transports/ibverbs/gdr.h"
 #include "transports/ibverbs/reg_cache.h"
 #include "transports/shm/shm_segment.h"
 #include "transports/transport.h"
@@ -39,7 +40,10 @@ struct Shared {
   IbPort port;
   ibv_pd* pd = nullptr;
   ibv_cq* cq = nullptr;
-  RegCache* cache = nullptr;
+  RegCache* cache = nullptr;     // host memory
+  RegCache* devCache = nullptr;  // device memory, when GPUDirect RDMA is on
+  GdrMode gdr = GdrMode::Off;
+  std::string gdrWhy;  // why it is off
   int64_t pending = 0;
   Status sticky;
 };
@@ -89,6 +93,7 @@ class IbPeer {
     Completion* c;
     const Registration* reg;
     bool done;
+    RegCache* cache;  // the one `reg` came from
   };
   struct RecvOp {
     uint64_t seq;
@@ -98,6 +103,8 @@ class IbPeer {
     Completion* c;
     const Registration* reg;
     bool done;
+    bool device;      // buf is device memory
+    RegCache* cache;  // the one `reg` came from
   };
   struct Arrival {
     Header h;

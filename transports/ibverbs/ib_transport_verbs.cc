@@ -35,6 +35,8 @@ class IbTransport : public Transport {
     peers_.clear();  // QPs before the CQ and PD
     if (cache_) cache_->clear();
     cache_.reset();
+    if (devCache_) devCache_->clear();
+    devCache_.reset();
     if (sh_.cq) ibv_destroy_cq(sh_.cq);
     if (sh_.pd) ibv_dealloc_pd(sh_.pd);
     closeIbPort(&sh_.port);
@@ -47,8 +49,10 @@ class IbTransport : public Transport {
     c.preferredChunk = 1 << 20;
     c.bandwidthGBs = 10.0;  // until the topology measures the link
     c.latencyUs = 3.0;
+    c.cudaMemory = sh_.gdr != GdrMode::Off;
     return c;
   }
+  Status setUpGdr();
   Status localAddress(std::string* blob) override;
   Status connect(const std::vector<int>& peers, const std::vector<std::string>& blobs,
                  std::vector<std::unique_ptr<Endpoint>>* eps) override;
@@ -70,11 +74,48 @@ class IbTransport : public Transport {
   TransportContext ctx_;
   uint64_t hostHash_ = 0;
   Shared sh_;
-  std::unique_ptr<RegCache> cache_;
+  std::unique_ptr<RegCache> cache_, devCache_;
   std::vector<std::unique_ptr<IbPeer>> peers_;
   int nqps_ = 1;
   bool addressed_ = false, connected_ = false, down_ = false;
 };
+
+// GPUDirect RDMA (gdr.h) as WEFT_NET_GDR says: device buffers then get a
+// registration cache of their own, registered exactly (no rounding to host
+// pages, which could reach outside the allocation).
+Status IbTransport::setUpGdr() {
+  int want = -1;
+  WEFT_RETURN_IF_ERROR(parseGdrSetting(ctx_.config.netGdr, &want));
+  if (want == 0) {
+    sh_.gdrWhy = "WEFT_NET_GDR=0";
+    return Status::ok();
+  }
+  sh_.gdr = probeGdr(&sh_.gdrWhy);
+  if (sh_.gdr == GdrMode::Off) {
+    if (want == 1)
+      return Status(WEFT_ERR_SYSTEM, "ibverbs: WEFT_NET_GDR=1 but GPUDirect RDMA is unavailable: " +
+                                         sh_.gdrWhy);
+    WEFT_INFO(kTransport, "ibverbs: rank %d: GPUDirect RDMA off (%s)", ctx_.rank, sh_.gdrWhy.c_str());
+    return Status::ok();
+  }
+  ibv_pd* pd = sh_.pd;
+  const GdrMode mode = sh_.gdr;
+  devCache_ = std::make_unique<RegCache>(
+      256, 1,
+      [pd, mode](uintptr_t start, size_t len, Registration* r) {
+        ibv_mr* mr = nullptr;
+        WEFT_RETURN_IF_ERROR(registerDeviceMr(
+            pd, mode, start, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &mr));
+        r->handle = mr;
+        r->lkey = mr->lkey;
+        r->rkey = mr->rkey;
+        return Status::ok();
+      },
+      [](const Registration& r) { ibv_dereg_mr(static_cast<ibv_mr*>(r.handle)); });
+  sh_.devCache = devCache_.get();
+  WEFT_INFO(kTransport, "ibverbs: rank %d: GPUDirect RDMA on (%s)", ctx_.rank, gdrModeName(mode));
+  return Status::ok();
+}
 
 Status IbTransport::localAddress(std::string* blob) {
   if (addressed_) return invalidUsage("ibverbs transport: localAddress() called twice");
@@ -111,6 +152,7 @@ Status IbTransport::localAddress(std::string* blob) {
       },
       [](const Registration& r) { ibv_dereg_mr(static_cast<ibv_mr*>(r.handle)); });
   sh_.cache = cache_.get();
+  WEFT_RETURN_IF_ERROR(setUpGdr());
   // QPs for every other rank: the blob must carry the numbers each peer
   // connects to before anyone knows who will use this transport.
   peers_.resize(ctx_.nranks);
