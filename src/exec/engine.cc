@@ -65,6 +65,7 @@ void Engine::enqueue(std::unique_ptr<Op> op) {
     return;
   }
   ops_.push_back(std::move(op));
+  fresh_ = true;
 }
 
 uint8_t* Engine::bind(Op& op, BufRef ref) const {
@@ -245,23 +246,17 @@ bool Engine::advanceOp(Op& op, std::vector<uint32_t>& sendGen, std::vector<uint3
   return moved;
 }
 
-bool Engine::progress() {
-  if (!error_.isOk()) return false;
-  for (Transport* t : transports_) {
-    Status st = t->progress();
-    if (st.isError()) {
-      fail(st.withContext(strFormat("rank %d", rank_)));
-      return true;
-    }
-  }
-  if (ops_.empty()) return false;
+// One pass over the ops in order: gates, runners, and every op's steps
+// (posting what is ready, collecting what completed). True if anything
+// moved; stops early on an error (error_ set).
+bool Engine::passOverOps() {
+  bool moved = false;
   if (++gen_ == 0) {
     std::fill(sendGen_.begin(), sendGen_.end(), 0);
     std::fill(recvGen_.begin(), recvGen_.end(), 0);
     gen_ = 1;
   }
   size_t budget = kScanBudget;
-  bool moved = false;
   bool runnerAhead = false;  // an earlier runner op is still running
   for (auto& op : ops_) {
     if (op->finished) continue;
@@ -301,6 +296,31 @@ bool Engine::progress() {
     if (!error_.isOk()) return true;
     if (budget == 0) break;
   }
+  return moved;
+}
+
+bool Engine::progress() {
+  if (!error_.isOk()) return false;
+  bool moved = false;
+  if (fresh_) {
+    // Ops enqueued since the last call post their first steps before the
+    // transports are polled: a small collective's sends leave one poll (a
+    // system call on sockets) sooner, and its receives are posted before
+    // the peer's data arrives.
+    fresh_ = false;
+    moved = passOverOps();
+    if (!error_.isOk()) return true;
+  }
+  for (Transport* t : transports_) {
+    Status st = t->progress();
+    if (st.isError()) {
+      fail(st.withContext(strFormat("rank %d", rank_)));
+      return true;
+    }
+  }
+  if (ops_.empty()) return moved;
+  moved |= passOverOps();
+  if (!error_.isOk()) return true;
   while (!ops_.empty() && ops_.front()->finished) {
     giveBackScratch(*ops_.front());
     ops_.pop_front();

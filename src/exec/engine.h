@@ -71,6 +71,7 @@ class Engine {
   void copyStep(Op& op, const Step& s);
   void finishOp(Op& op, const Status& st);
   void checkStalled();
+  bool passOverOps();
   uint8_t* bind(Op& op, BufRef ref) const;
   // Scratch buffers are reused across ops (no allocation, no zeroing per op).
   void takeScratch(Op& op);
@@ -87,6 +88,7 @@ class Engine {
   uint64_t lastProgressNs_ = 0;
   uint64_t lastLivenessNs_ = 0;
   uint32_t gen_ = 0;
+  bool fresh_ = false;  // ops were enqueued since the last progress()
   SpinBudget spin_;
   uint64_t lastIdleNs_ = 0;
   bool oversubscribed_ = false;  // more ranks on this host than cores
