@@ -127,7 +127,7 @@ struct CostModel {
   size_t minChunk = 64 << 10, maxChunk = 4 << 20;
   // The share of a link's latency that each further message of a round (one
   // more chunk, one more peer) costs: its software overhead; the rest of the
-  // latency overlaps with the first message's.
+  // latency overlaps with the first message's. 1 when ranks share cores.
   double msgShare = 0.25;
   // Bytes per round of the arena (its staging buffer); 0 = the chunk size
   // being evaluated.

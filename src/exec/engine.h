@@ -18,6 +18,7 @@
 
 #include <poll.h>
 
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -70,7 +71,7 @@ class Engine {
   void reduceStep(Op& op, const Step& s);
   void copyStep(Op& op, const Step& s);
   void finishOp(Op& op, const Status& st);
-  void checkStalled();
+  void checkStalled(uint64_t now);
   bool passOverOps();
   uint8_t* bind(Op& op, BufRef ref) const;
   // Scratch buffers are reused across ops (no allocation, no zeroing per op).
@@ -91,6 +92,7 @@ class Engine {
   bool fresh_ = false;  // ops were enqueued since the last progress()
   SpinBudget spin_;
   uint64_t lastIdleNs_ = 0;
+  std::atomic<uint64_t> lastNowNs_{0};  // the clock at the end of the last progress()
   bool oversubscribed_ = false;  // more ranks on this host than cores
   uint64_t idleSinceNs_ = 0;
   bool doorbells_ = false;  // a transport can wake this rank from sleep()
