@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 namespace weft {
 namespace telemetry {
@@ -66,6 +67,9 @@ struct OpRecord {
     }
   }
 };
+
+// Telemetry::end copies records into its ring with memcpy.
+static_assert(std::is_trivially_copyable<OpRecord>::value, "OpRecord must stay plain data");
 
 }  // namespace telemetry
 }  // namespace weft

@@ -1,10 +1,13 @@
 #include "telemetry/telemetry.h"
 
+
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
+#include <cstring>
 
 #include "algo/schedule.h"
 #include "core/clock.h"
@@ -171,8 +174,12 @@ void Telemetry::end(OpRecord& r, int status, uint64_t now) {
     l.endNs = now;
     l.doneSeq.store(r.seq, std::memory_order_release);
   }
-  ring_[ringNext_] = r;
-  ringNext_ = (ringNext_ + 1) % ring_.size();
+  // The record without its unused spans (most ops have none): a whole
+  // record is some 350 bytes, a good part of a small collective's budget.
+  OpRecord& slot = ring_[ringNext_];
+  memcpy(static_cast<void*>(&slot), &r, offsetof(OpRecord, spans));
+  for (uint8_t i = 0; i < r.nspans; ++i) slot.spans[i] = r.spans[i];
+  if (++ringNext_ == ring_.size()) ringNext_ = 0;
   ringCount_ = std::min(ringCount_ + 1, ring_.size());
   account(r);
   if (timeline_) {

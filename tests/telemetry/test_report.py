@@ -11,6 +11,7 @@ timeline_merge. Exit 0 on success, 1 on failure (with the evidence).
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -131,24 +132,34 @@ def case_stall():
 
 def case_mismatch():
     # Rank 1 calls an int32 max where the others call a float32 sum of the
-    # same size: every rank must fail with invalid usage naming both calls,
-    # on the shm arena, over tcp and (where built) over ucx.
+    # same size. On the shm arena every rank compares every rank's call, so
+    # all 4 fail with invalid usage naming both calls. Over messages (tcp,
+    # and ucx where built) the ranks that exchange data with rank 1 see the
+    # mismatch (rank 1 itself and at least one partner); the others fail at
+    # once too, naming the peer that left, never hanging.
     envs = [{}, {"WEFT_TRANSPORTS": "tcp", "WEFT_SOCKET_IFNAME": "lo"}]
     if os.environ.get("WEFT_TEST_HAVE_UCX") == "1":
         envs.append({"WEFT_TRANSPORTS": "ucx", "UCX_TLS": "tcp"})
     for env in envs:
         env = dict(env, WEFT_TIMEOUT_S="5")
+        arena = "WEFT_TRANSPORTS" not in env
         p = run_sim(["--ranks", "4", "--steps", "3", "--compute-ms", "1", "--bytes", "4K",
                      "--mismatch-rank", "1"], env, expect_ok=False)
         lines = [l for l in p.stdout.splitlines() if l.startswith("rank ") and "step 0" in l]
         if len(lines) != 4:
             fail("expected an error from each of the 4 ranks at step 0, got %d" % len(lines))
+        seen = []
         for l in lines:
-            if "invalid usage" not in l or "mismatched collectives" not in l:
+            if "invalid usage" in l and "mismatched collectives" in l:
+                if "rank 1" not in l or "int32" not in l or "float" not in l:
+                    fail("does not name rank 1's int32 call and the float one: " + l)
+                seen.append(int(l.split()[1].rstrip(":")))
+            elif arena:
                 fail("not an invalid-usage mismatch: " + l)
-            if "rank 1" not in l or "int32" not in l or "float" not in l:
-                fail("does not name rank 1's int32 call and the float one: " + l)
-
+            elif "remote peer failed" not in l or not re.search(r"rank \d", l.split(":", 1)[1]):
+                fail("neither the mismatch nor a peer named: " + l)
+        if not arena and (1 not in seen or len(seen) < 2):
+            fail("rank 1 and a partner must report the mismatch, got ranks %s" % seen)
 
 def case_interval():
     # WEFT_STATS_INTERVAL_S: a rank killed mid-run (it never reaches

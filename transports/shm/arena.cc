@@ -128,6 +128,17 @@ Status Arena::wait(uint64_t v, double timeoutS, const std::function<std::string(
                    const std::atomic<bool>* cancel, const std::function<void()>& tick) {
   int lag = -1;
   if (reached(v, &lag)) return Status::ok();
+  // The clock is read only after 64 rounds of spinning: a wait that ends
+  // sooner (a small collective's usual one) lasted well under the spin
+  // budget, which is all the budget needs to know, and costs no clock read
+  // (two reads were a sixth of an 8-byte allreduce here).
+  for (int i = 0; i < 64 && spin_.ns() > 0; ++i) {
+    cpuRelax();
+    if (seqOf(lag, v) >= v && reached(v, &lag)) {
+      spin_.afterWait(0);
+      return Status::ok();
+    }
+  }
   const uint64_t start = nowNs();
   uint64_t now = start;
   for (int i = 0; now - start < spin_.ns(); ++i) {
