@@ -15,7 +15,10 @@
 // second UCP message straight from and into the callers' buffers (UCP uses
 // rendezvous, zero-copy, for large ones). A payload up to kInline bytes
 // rides in the header message, copied through a bounce slot: one message
-// instead of two for latency-bound sizes.
+// instead of two, and no rendezvous handshake. 64 KiB: with 8 KiB, a 64 KiB
+// allreduce on 4 ranks over UCX_TLS=tcp took 308-359 us, with 64 KiB
+// 189-216 (Open MPI's UCX PML 221-312); 32-128 KiB on 2 ranks went from
+// 0.8-1.1x to 1.4-1.7x Open MPI. Each op in flight holds one slot.
 #pragma once
 
 #include <cstddef>
@@ -28,7 +31,7 @@ constexpr uint32_t kBlobMagic = 0x5755424c;  // "WUBL"
 constexpr uint32_t kHdrMagic = 0x57554844;   // "WUHD"
 constexpr uint32_t kHelloMagic = 0x57554845; // "WUHE"
 constexpr uint32_t kWireVersion = 2;
-constexpr size_t kInline = 8192;
+constexpr size_t kInline = 65536;
 
 enum class Kind : uint64_t { Header = 0, Data = 1, Hello = 2 };
 
