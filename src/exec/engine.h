@@ -57,8 +57,6 @@ class Engine {
   const Status& error() const { return error_; }
   // Fails everything with `st` (abort, or an error found outside the engine).
   void fail(const Status& st);
-  // Records ops into `tel` (nullptr: not at all); peerTransport[p] is the
-  // telemetry index of the transport that serves peer p.
   // Runs local steps on `lw` from the next op on (nullptr: on the host,
   // synchronously); `streamOps` for the stream-ordered ops (whose tracker
   // has a gate; their buffers are device-reachable), `lw` for the others.
@@ -67,6 +65,8 @@ class Engine {
   void setStreamLocalWork(std::unique_ptr<LocalWork> streamOps) {
     streamLocal_ = std::move(streamOps);
   }
+  // Records ops into `tel` (nullptr: not at all); peerTransport[p] is the
+  // telemetry index of the transport that serves peer p.
   void setTelemetry(telemetry::Telemetry* tel, std::vector<int> peerTransport) {
     tel_ = tel;
     peerTx_ = std::move(peerTransport);
@@ -80,7 +80,7 @@ class Engine {
   // A receive of `op` completed with `c` (first byte, arrival stamp).
   void noteRecv(Op& op, const Completion& c);
   // Local work of step i, timed when telemetry is on. True when done now;
-  // false when handed to local_ (or *st is an error).
+  // false when handed to op.lw (or *st is an error).
   bool reduceStep(Op& op, size_t i, Status* st);
   bool copyStep(Op& op, size_t i, Status* st);
   bool submitted(Op& op, size_t i, const Status& st, uint64_t ticket, Status* out);
