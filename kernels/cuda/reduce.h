@@ -47,6 +47,10 @@ int copyIfOkOnStream(void* dst, const void* src, size_t bytes, const volatile in
 int spinWaitOnStream(const volatile uint32_t* flag, uint32_t value, uint64_t timeoutNs,
                      volatile int32_t* timedOut, void* stream);
 
+// dst[i] = dst[i] / n for i < count (AVG's last step), with the host
+// executor's arithmetic (kernels/divide.h); nothing when n <= 1.
+int divideOnStream(void* dst, size_t count, weft_datatype_t dt, uint64_t n, void* stream);
+
 // The text of a cudaError_t code.
 const char* cudaErrorText(int err);
 

@@ -8,6 +8,7 @@
 #include "core/clock.h"
 #include "core/cpu.h"
 #include "core/log.h"
+#include "cuda/local_work_choice.h"
 #include "exec/arena_op.h"
 #include "kernels/cpu/reduce.h"
 #include "net/socket.h"
@@ -82,6 +83,7 @@ Status Comm::init(const weft_unique_id_t& id) {
       if (transportNames_[p] == t->name()) owners[p] = t.get();
   }
   engine_.reset(new Engine(rank_, nranks_, cfg_, eps, owners, all, peers_));
+  cuda::setUpStreamLocalWork(cfg_.cudaLocalWork, rank_, engine_.get());
   setUpSelection();
   setUpTelemetry();
   WEFT_RETURN_IF_ERROR(agreeOnSingleCopy());

@@ -100,7 +100,11 @@ Config Config::fromEnv() {
   c.flightRecorderPath = envStr("WEFT_FLIGHT_RECORDER_FILE");
 #ifdef WEFT_TEST_HOOKS
   c.testThrottleMBps = envDouble("WEFT_TEST_THROTTLE_MBPS", 0);
+  c.testAsyncLocalUs = envLong("WEFT_TEST_ASYNC_LOCAL_US", -1, -1, 1000000);
+  // Local steps exist only in schedules: the arena (which has none) is off.
+  if (c.testAsyncLocalUs >= 0) c.shmArenaChunk = 0;
 #endif
+  c.cudaLocalWork = envStr("WEFT_CUDA_LOCAL_WORK");
   c.topoFile = envStr("WEFT_TOPO_FILE");
   c.topoDumpFile = envStr("WEFT_TOPO_DUMP_FILE");
   c.ibHca = envStr("WEFT_IB_HCA");

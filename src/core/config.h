@@ -26,6 +26,7 @@ struct Config {
   int ibGidIndex = -1;             // WEFT_IB_GID_INDEX: RoCE GID index; -1 = auto
   int ibQpsPerPeer = 2;            // WEFT_IB_QPS_PER_PEER: RC queue pairs per peer
   std::string netGdr;              // WEFT_NET_GDR: auto (""), 0, 1
+  std::string cudaLocalWork;       // WEFT_CUDA_LOCAL_WORK: stream calls' local steps: host | gpu
   std::string topoFile;            // WEFT_TOPO_FILE: load this topology instead of detecting
   std::string topoDumpFile;        // WEFT_TOPO_DUMP_FILE: write the topology used here
 
@@ -38,6 +39,7 @@ struct Config {
   int flightRecorder = 0;          // WEFT_FLIGHT_RECORDER: last N ops dumped on timeout/abort
   std::string flightRecorderPath;  // WEFT_FLIGHT_RECORDER_FILE: there instead of the log, %r = rank
   double testThrottleMBps = 0;     // WEFT_TEST_THROTTLE_MBPS: test builds: cap sends per rank
+  long testAsyncLocalUs = -1;      // WEFT_TEST_ASYNC_LOCAL_US: test builds: local steps on a worker
 
   // Reads every WEFT_* variable; unknown values fall back to defaults with a warning.
   static Config fromEnv();

@@ -48,17 +48,34 @@ Engine::Engine(int rank, int nranks, const Config& cfg, std::vector<Endpoint*> e
   oversubscribed_ = local > hostCpus(peers_, rank_);
   spin_.configure(cfg_.spinUs, oversubscribed_);
   if (cfg_.testThrottleMBps > 0) throttleNsPerByte_ = 1e3 / cfg_.testThrottleMBps;
+  local_ = localWorkFromConfig(cfg_);
+  if (local_) WEFT_INFO(kColl, "rank %d: local steps run on %s", rank_, local_->name());
+}
+
+Engine::~Engine() {
+  // A backend may still be writing into buffers that go away with us.
+  if (!localPending_) return;
+  if (local_) local_->drain(cfg_.timeoutS);
+  if (streamLocal_) streamLocal_->drain(cfg_.timeoutS);
 }
 
 void Engine::enqueue(std::unique_ptr<Op> op) {
   op->enqueueNs = nowNs();
   op->state.assign(op->sched.steps.size(), Op::kPending);
   op->comps.resize(op->sched.steps.size());
-  if (op->sched.scratchBytes) takeScratch(*op);
+  op->lw = op->tracker && op->tracker->gate && streamLocal_ ? streamLocal_.get() : local_.get();
+  if (op->lw) op->local.assign(op->sched.steps.size(), 0);
   if (ops_.empty()) lastProgressNs_ = op->enqueueNs;
   if (!error_.isOk()) {
     finishOp(*op, error_);
     return;
+  }
+  if (op->sched.scratchBytes) {
+    Status st = takeScratch(*op);
+    if (st.isError()) {
+      finishOp(*op, st.withContext(strFormat("rank %d: %s", rank_, op->describe().c_str())));
+      return;
+    }
   }
   if (op->sched.steps.empty() && !op->runner) {
     finishOp(*op, Status());
@@ -77,20 +94,27 @@ uint8_t* Engine::bind(Op& op, BufRef ref) const {
   return nullptr;
 }
 
-void Engine::takeScratch(Op& op) {
+Status Engine::takeScratch(Op& op) {
   const size_t need = op.sched.scratchBytes;
   size_t best = spare_.size();
   for (size_t i = 0; i < spare_.size(); ++i)
-    if (spare_[i].len >= need && (best == spare_.size() || spare_[i].len < spare_[best].len))
+    if (spare_[i].from == op.lw && spare_[i].len >= need &&
+        (best == spare_.size() || spare_[i].len < spare_[best].len))
       best = i;
   if (best < spare_.size()) {
     op.scratch = std::move(spare_[best].buf);
     op.scratchLen = spare_[best].len;
     spare_.erase(spare_.begin() + static_cast<long>(best));
-    return;
+    return Status();
   }
-  op.scratch.reset(new uint8_t[need]);  // not zeroed: steps write before they read
+  // Not zeroed: steps write before they read.
+  if (op.lw) {
+    WEFT_RETURN_IF_ERROR(op.lw->allocScratch(need, &op.scratch));
+  } else {
+    op.scratch.reset(new uint8_t[need]);
+  }
   op.scratchLen = need;
+  return Status();
 }
 
 void Engine::giveBackScratch(Op& op) {
@@ -103,7 +127,7 @@ void Engine::giveBackScratch(Op& op) {
     if (spare_[smallest].len >= op.scratchLen) return;
     spare_.erase(spare_.begin() + static_cast<long>(smallest));
   }
-  spare_.push_back(Spare{op.scratchLen, std::move(op.scratch)});
+  spare_.push_back(Spare{op.scratchLen, std::move(op.scratch), op.lw});
 }
 
 void Engine::finishOp(Op& op, const Status& st) {
@@ -119,6 +143,19 @@ void Engine::fail(const Status& st) {
     error_ = st;
     WEFT_WARN(kColl, "%s", st.message().c_str());
   }
+  if (localPending_) {
+    // Local work still running writes into the ops' buffers: it must end
+    // before the ops end (the caller may then free its buffers).
+    for (LocalWork* lw : {local_.get(), streamLocal_.get()}) {
+      if (!lw || lw->drain(cfg_.timeoutS)) continue;
+      WEFT_WARN(kColl, "rank %d: local work on %s still running after %.0f s; leaking its buffers",
+                rank_, lw->name(), cfg_.timeoutS);
+      for (auto& op : ops_)
+        if (op->lw == lw) (void)op->scratch.release();
+    }
+    localPending_ = 0;
+  }
+  xfersInFlight_ = 0;
   for (auto& op : ops_) finishOp(*op, error_);
   ops_.clear();
   spare_.clear();
@@ -131,8 +168,50 @@ void Engine::noteRecv(Op& op, const Completion& c) {
   op.rec.stamp = telemetry::laterStamp(op.rec.stamp, c.stamp);
 }
 
-void Engine::reduceStep(Op& op, const Step& s) {
+namespace {
+// Set in Op::local[i] once step i was seen pending while a transfer was in flight.
+constexpr uint64_t kOverlapBit = uint64_t{1} << 63;
+}  // namespace
+
+bool Engine::submitted(Op& op, size_t i, const Status& st, uint64_t ticket, Status* out) {
+  if (st.isError()) {
+    *out = st;
+    return false;
+  }
+  op.local[i] = ticket | (xfersInFlight_ ? kOverlapBit : 0);
+  ++localPending_;
+  localWorkCounters().steps.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+bool Engine::localDone(Op& op, size_t i, Status* st) {
+  uint64_t& t = op.local[i];
+  bool fin = false;
+  *st = op.lw->done(t & ~kOverlapBit, &fin);
+  if (st->isError()) return false;
+  if (!fin) {
+    // Another chunk's transfer is posted and not yet complete while this
+    // step's work runs: the pipeline overlaps.
+    if (xfersInFlight_) t |= kOverlapBit;
+    return false;
+  }
+  --localPending_;
+  if (t & kOverlapBit) localWorkCounters().overlapped.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+bool Engine::reduceStep(Op& op, size_t i, Status* st) {
+  const Step& s = op.sched.steps[i];
   const size_t count = s.bytes / op.args.eltSize;
+  if (op.lw) {
+    uint64_t t = 0;
+    Status ss = s.kind == StepKind::Divide
+                    ? op.lw->submitDivide(bind(op, s.dst), count, op.dtype,
+                                          static_cast<uint64_t>(nranks_), &t)
+                    : op.lw->submitReduce(bind(op, s.dst), bind(op, s.a), bind(op, s.b), count,
+                                          op.dtype, op.args.op, &t);
+    return submitted(op, i, ss, t, st);
+  }
   const bool timed = tel_ && op.rec.timeWork;
   const uint64_t t0 = timed ? nowNs() : 0;
   if (s.kind == StepKind::Divide)
@@ -140,14 +219,22 @@ void Engine::reduceStep(Op& op, const Step& s) {
   else
     reduceHost(bind(op, s.dst), bind(op, s.a), bind(op, s.b), count, op.dtype, op.args.op);
   if (timed) op.rec.addWork(telemetry::SpanKind::Reduce, t0, nowNs(), spans_);
+  return true;
 }
 
-void Engine::copyStep(Op& op, const Step& s) {
-  if (!s.bytes) return;
+bool Engine::copyStep(Op& op, size_t i, Status* st) {
+  const Step& s = op.sched.steps[i];
+  if (!s.bytes) return true;
+  if (op.lw) {
+    uint64_t t = 0;
+    Status ss = op.lw->submitCopy(bind(op, s.dst), bind(op, s.a), s.bytes, &t);
+    return submitted(op, i, ss, t, st);
+  }
   const bool timed = tel_ && op.rec.timeWork;
   const uint64_t t0 = timed ? nowNs() : 0;
   memmove(bind(op, s.dst), bind(op, s.a), s.bytes);
   if (timed) op.rec.addWork(telemetry::SpanKind::Copy, t0, nowNs(), spans_);
+  return true;
 }
 
 // Runs or posts step i (pending, dependencies done). Returns false when the
@@ -156,6 +243,7 @@ bool Engine::runStep(Op& op, size_t i) {
   const Step& s = op.sched.steps[i];
   Completion& c = op.comps[i];
   Status st;
+  bool local = false;  // handed to op.lw, not done yet
   switch (s.kind) {
     case StepKind::Send:
       if (throttleNsPerByte_ > 0) {
@@ -179,12 +267,12 @@ bool Engine::runStep(Op& op, size_t i) {
       st = eps_[s.peer]->postRecv(bind(op, s.b), s.bytes, op.tag, MemType::Host, &c);
       if (st.isOk()) {
         noteRecv(op, c);
-        reduceStep(op, s);
+        local = !reduceStep(op, i, &st);
       }
       break;
-    case StepKind::Copy: copyStep(op, s); break;
+    case StepKind::Copy: local = !copyStep(op, i, &st); break;
     case StepKind::Reduce:
-    case StepKind::Divide: reduceStep(op, s); break;
+    case StepKind::Divide: local = !reduceStep(op, i, &st); break;
   }
   if (st.code() == kNoResource) return false;
   if (st.isError()) {
@@ -193,6 +281,9 @@ bool Engine::runStep(Op& op, size_t i) {
   }
   if (st.code() == WEFT_IN_PROGRESS) {
     op.state[i] = Op::kPosted;
+    ++xfersInFlight_;
+  } else if (local) {
+    op.state[i] = Op::kLocal;
   } else {
     op.state[i] = Op::kDone;
     op.doneCount++;
@@ -216,12 +307,37 @@ bool Engine::advanceOp(Op& op, std::vector<uint32_t>& sendGen, std::vector<uint3
     if (st == Op::kPosted) {
       Completion& c = op.comps[i];
       if (!c.done) continue;
+      --xfersInFlight_;
       if (c.status.isError()) {
         fail(c.status.withContext(strFormat("rank %d: %s", rank_, op.describe().c_str())));
         return true;
       }
       if (s.kind != StepKind::Send) noteRecv(op, c);
-      if (s.kind == StepKind::RecvReduce) reduceStep(op, s);
+      Status ls;
+      if (s.kind == StepKind::RecvReduce && !reduceStep(op, i, &ls)) {
+        if (ls.isError()) {
+          fail(ls.withContext(strFormat("rank %d: %s", rank_, op.describe().c_str())));
+          return true;
+        }
+        op.state[i] = Op::kLocal;
+        moved = true;
+        continue;
+      }
+      op.state[i] = Op::kDone;
+      op.doneCount++;
+      moved = true;
+      if (i == op.firstPending) op.firstPending++;
+      continue;
+    }
+    if (st == Op::kLocal) {
+      Status ls;
+      if (!localDone(op, i, &ls)) {
+        if (ls.isError()) {
+          fail(ls.withContext(strFormat("rank %d: %s", rank_, op.describe().c_str())));
+          return true;
+        }
+        continue;
+      }
       op.state[i] = Op::kDone;
       op.doneCount++;
       moved = true;
@@ -321,7 +437,10 @@ bool Engine::progress() {
       return true;
     }
   }
-  if (ops_.empty()) return moved;
+  if (ops_.empty()) {
+    lastNowNs_.store(nowNs(), std::memory_order_relaxed);
+    return moved;
+  }
   moved |= passOverOps();
   if (!error_.isOk()) return true;
   while (!ops_.empty() && ops_.front()->finished) {
@@ -388,12 +507,17 @@ void Engine::checkStalled(uint64_t now) {
     if (!who.empty()) who += ", ";
     who += strFormat("rank %d (%s, pid %d)", p, peers_[p].hostname.c_str(), peers_[p].pid);
   }
+  if (localPending_)
+    who += strFormat("%s%zu local step(s) (%s)", who.empty() ? "" : ", ", localPending_,
+                     local_ ? local_->name() : streamLocal_->name());
   fail(Status(WEFT_ERR_TIMEOUT,
               strFormat("rank %d: %s made no progress for %.0f s (WEFT_TIMEOUT_S); waiting for %s",
                         rank_, oldest->describe().c_str(), idleS, who.c_str())));
 }
 
 void Engine::idleWait(int idleRounds, int maxUs) {
+  // Local work cannot wake a sleeping engine: look again soon.
+  if (localPending_) maxUs = std::min(maxUs, 50);
   const uint64_t now = lastNowNs_.load(std::memory_order_relaxed);
   if (idleRounds <= 1) {
     // A new idle period; the last one lasted about lastIdleNs_ - idleSince.
@@ -418,7 +542,7 @@ void Engine::idleWait(int idleRounds, int maxUs) {
   }
   // Sockets and maybe shared memory: wait on the sockets, briefly enough
   // that shared-memory peers (which cannot wake poll) are not kept waiting.
-  const long ns = doorbells_ ? 20000L : std::max(1000, maxUs) * 1000L;
+  const long ns = doorbells_ || localPending_ ? 20000L : std::max(1000, maxUs) * 1000L;
   timespec ts{ns / 1000000000L, ns % 1000000000L};
   ppoll(pollFds_.data(), pollFds_.size(), &ts, nullptr);
 }

@@ -4,7 +4,10 @@
 //  * a step runs when its dependencies are done; sends to a peer (and
 //    receives from a peer) are posted in schedule order across all ops, which
 //    is what the transports' in-order matching needs;
-//  * local steps (copy, reduce, divide) run inline on the host executor;
+//  * local steps (copy, reduce, divide) run inline on the host executor,
+//    or, with a LocalWork backend (exec/local_work.h: GPU kernels, or the
+//    tests' worker thread), are submitted and stay pending (kLocal) until
+//    the backend says they are done;
 //  * a receive-reduce reduces as soon as its data has arrived, while later
 //    chunks are still on the wire: that is the pipeline;
 //  * nothing moving for Config::timeoutS fails every op with
@@ -25,6 +28,7 @@
 #include <vector>
 
 #include "core/cpu.h"
+#include "exec/local_work.h"
 #include "exec/op.h"
 #include "telemetry/telemetry.h"
 #include "transports/transport.h"
@@ -38,6 +42,7 @@ class Engine {
   Engine(int rank, int nranks, const Config& cfg, std::vector<Endpoint*> eps,
          std::vector<Transport*> owners, std::vector<Transport*> transports,
          std::vector<PeerInfo> peers);
+  ~Engine();
 
   // Takes an op whose schedule and buffers are set; it starts on the next
   // progress(). Fails it at once when the engine is in error.
@@ -53,6 +58,14 @@ class Engine {
   const Status& error() const { return error_; }
   // Fails everything with `st` (abort, or an error found outside the engine).
   void fail(const Status& st);
+  // Runs local steps on `lw` from the next op on (nullptr: on the host,
+  // synchronously); `streamOps` for the stream-ordered ops (whose tracker
+  // has a gate; their buffers are device-reachable), `lw` for the others.
+  // Only while no op is in flight.
+  void setLocalWork(std::unique_ptr<LocalWork> lw) { local_ = std::move(lw); }
+  void setStreamLocalWork(std::unique_ptr<LocalWork> streamOps) {
+    streamLocal_ = std::move(streamOps);
+  }
   // Records ops into `tel` (nullptr: not at all); peerTransport[p] is the
   // telemetry index of the transport that serves peer p.
   void setTelemetry(telemetry::Telemetry* tel, std::vector<int> peerTransport) {
@@ -67,15 +80,19 @@ class Engine {
   bool runStep(Op& op, size_t i);
   // A receive of `op` completed with `c` (first byte, arrival stamp).
   void noteRecv(Op& op, const Completion& c);
-  // Local work of a step, timed when telemetry is on.
-  void reduceStep(Op& op, const Step& s);
-  void copyStep(Op& op, const Step& s);
+  // Local work of step i, timed when telemetry is on. True when done now;
+  // false when handed to op.lw (or *st is an error).
+  bool reduceStep(Op& op, size_t i, Status* st);
+  bool copyStep(Op& op, size_t i, Status* st);
+  bool submitted(Op& op, size_t i, const Status& st, uint64_t ticket, Status* out);
+  // A kLocal step: true when its work finished (*st: the backend's error).
+  bool localDone(Op& op, size_t i, Status* st);
   void finishOp(Op& op, const Status& st);
   void checkStalled(uint64_t now);
   bool passOverOps();
   uint8_t* bind(Op& op, BufRef ref) const;
   // Scratch buffers are reused across ops (no allocation, no zeroing per op).
-  void takeScratch(Op& op);
+  Status takeScratch(Op& op);
   void giveBackScratch(Op& op);
 
   int rank_, nranks_;
@@ -100,7 +117,8 @@ class Engine {
   std::vector<::pollfd> pollFds_;
   struct Spare {
     size_t len;
-    std::unique_ptr<uint8_t[]> buf;
+    ScratchPtr buf;
+    const LocalWork* from;  // the backend that allocated it (nullptr: host)
   };
   static constexpr size_t kSpareScratch = 4;
   std::vector<Spare> spare_;
@@ -111,6 +129,11 @@ class Engine {
   telemetry::Telemetry* tel_ = nullptr;
   std::vector<int> peerTx_;
   bool spans_ = false;
+  // Local work on a backend (nullptr: host, inline), the steps it has in
+  // flight, and the transfers in flight (for the overlap count).
+  std::unique_ptr<LocalWork> local_, streamLocal_;
+  size_t localPending_ = 0;
+  size_t xfersInFlight_ = 0;
 };
 
 }  // namespace weft

@@ -16,6 +16,8 @@
 
 namespace weft {
 
+class LocalWork;  // exec/local_work.h
+
 // Shared by the ops of one weft call or group: counts the ops still running
 // and keeps the first error. The request (weft_group_end_async) holds it.
 // Ops of one group may span several comms (each under its own lock), so the
@@ -55,6 +57,19 @@ class OpRunner {
   virtual void waitingFor(std::vector<int>* ranks) const = 0;
 };
 
+// The engine's scratch memory: host memory (delete[]) unless a LocalWork
+// backend allocated it (then `fn` frees it: pinned memory for a GPU backend).
+struct ScratchFree {
+  void (*fn)(uint8_t*) = nullptr;
+  void operator()(uint8_t* p) const {
+    if (fn)
+      fn(p);
+    else
+      delete[] p;
+  }
+};
+using ScratchPtr = std::unique_ptr<uint8_t[], ScratchFree>;
+
 struct Op {
   CollArgs args;
   weft_datatype_t dtype = WEFT_FLOAT32;
@@ -67,16 +82,19 @@ struct Op {
   uint8_t* send = nullptr;
   uint8_t* recv = nullptr;
   size_t sendLen = 0, recvLen = 0;
-  std::unique_ptr<uint8_t[]> scratch;  // sched.scratchBytes, from the engine's pool
+  ScratchPtr scratch;  // sched.scratchBytes, from the engine's pool
   size_t scratchLen = 0;
   // A copy of the send buffer, when it overlaps a receive of the same group
   // (a send and a receive on one buffer, as nccl-tests' in-place sendrecv).
   std::vector<uint8_t> staged;
 
   // Progress of each step.
-  enum : uint8_t { kPending = 0, kPosted = 1, kDone = 2 };
+  // kLocal: the step's local work runs on a LocalWork backend (exec/local_work.h).
+  enum : uint8_t { kPending = 0, kPosted = 1, kDone = 2, kLocal = 3 };
   std::vector<uint8_t> state;
   std::vector<Completion> comps;
+  LocalWork* lw = nullptr;       // runs the local steps (nullptr: the host, inline)
+  std::vector<uint64_t> local;  // per step: lw's ticket (only with lw)
   size_t firstPending = 0;  // steps before it are all done
   size_t doneCount = 0;
 
