@@ -105,6 +105,8 @@ ArenaOp::ArenaOp(shm::Arena* arena, const CollArgs& args, weft_datatype_t dt, co
             (args.type == CollType::Broadcast || args.type == CollType::AllGather ||
              (args.type == CollType::AllToAll && !args.inPlace));
   if (direct_) step_ = total_;
+  ring_ = args.type == CollType::Broadcast && !direct_ && blk > 0 && blk <= arena->ringPayload();
+  if (ring_) step_ = total_;
   streamOut_ = outBytes >= kStreamOutputBytes;
   if (args.type == CollType::Barrier)
     rounds_ = 1;
@@ -151,9 +153,24 @@ bool ArenaOp::hasC() const {
          (args_.type == CollType::Reduce && me_ == args_.root);
 }
 
+uint64_t ArenaOp::gateOfA(uint64_t g) const {
+  // My staging buffer of this parity was last read in round g-2; every rank
+  // is past that once it published A(g-1). A ring slot was last read in
+  // round g-K: every rank is past that once it published A(g-K+1).
+  constexpr uint64_t K = shm::Arena::kRingSlots;
+  if (ring_) return g >= K ? 2 * (g - K + 1) + 1 : 0;
+  return g > 1 ? 2 * g - 1 : 0;
+}
+
+int ArenaOp::waitRank() const {
+  // A ring reader needs the root's data only: it waits for the root alone,
+  // so readers never wait for one another.
+  return ring_ && me_ != args_.root ? args_.root : -1;
+}
+
 uint64_t ArenaOp::target() const {
   const uint64_t g = base_ + round_;
-  if (stage_ == 0) return g > 1 ? 2 * g - 1 : 0;
+  if (stage_ == 0) return gateOfA(g);
   return stage_ == 1 ? 2 * g + 1 : 2 * g + 2;
 }
 
@@ -176,8 +193,22 @@ void ArenaOp::part(size_t len, int p, size_t* off, size_t* plen) const {
 void ArenaOp::phaseA(size_t j, int par) {
   const size_t lo = j * step_, len = std::min(step_, total_ - lo);
   char* mine = arena_->buf(me_, par);
+  if (ring_) {
+    // Every rank describes the round in its own ring slot; the root also
+    // stages the data there.
+    shm::Arena::RingSlot* s = arena_->ringSlot(me_, base_ + round_);
+    s->desc[0] = descWord0(args_, dt_);
+    s->desc[1] = args_.count;
+    s->stamp = rec_ ? rec_->stamp : 0;
+    s->round = base_ + round_;
+    if (me_ == args_.root) {
+      copy(s->data(), send_, len);
+      if (!args_.inPlace) copy(recv_, send_, len);
+    }
+    return;
+  }
   if (j == 0)
-    arena_->setDesc(par, descWord0(args_, dt_), args_.count, rec_ ? rec_->stamp : 0,
+    arena_->setDesc(base_ + round_, descWord0(args_, dt_), args_.count, rec_ ? rec_->stamp : 0,
                     direct_ ? send_ : nullptr);
   if (direct_) return;  // the readers copy from send_ in B
   switch (args_.type) {
@@ -214,14 +245,20 @@ Status ArenaOp::phaseB(size_t j, int par) {
   const size_t lo = j * step_, len = std::min(step_, total_ - lo);
   const size_t e = args_.eltSize;
   if (j == 0 && waitsInB()) {
+    // Each rank's call, as it described it for this round. A ring reader
+    // compares with the root only (any rank that differs from the root
+    // sees it); the others compare with everyone.
+    const uint64_t g = base_ + round_;
     const uint64_t w0 = descWord0(args_, dt_), w1 = args_.count;
-    for (int p = 0; p < n_; ++p) {
-      const uint64_t* d = arena_->desc(p, par);
-      if (rec_) rec_->stamp = telemetry::laterStamp(rec_->stamp, arena_->stamp(p, par));
-      if (d[0] == w0 && d[1] == w1) continue;
+    for (int p = ring_ ? args_.root : 0; p < (ring_ ? args_.root + 1 : n_); ++p) {
+      uint64_t stamp = 0;
+      const uint64_t* d = arena_->descOf(p, g, &stamp);
+      if (rec_ && d) rec_->stamp = telemetry::laterStamp(rec_->stamp, stamp);
+      if (d && d[0] == w0 && d[1] == w1) continue;
       return invalidUsage(strFormat(
           "mismatched collectives at %s on rank %d: %s called %s (shm arena)", describe().c_str(),
-          me_, arena_->describe(p).c_str(), describeDesc(d[0], d[1]).c_str()));
+          me_, arena_->describe(p).c_str(),
+          d ? describeDesc(d[0], d[1]).c_str() : "something that runs no arena round here"));
     }
   }
   if (direct_) return directB(par);
@@ -255,7 +292,10 @@ Status ArenaOp::phaseB(size_t j, int par) {
       break;
     }
     case CollType::Broadcast:
-      if (me_ != args_.root) output(recv_ + lo, arena_->buf(args_.root, par), len);
+      if (me_ != args_.root)
+        output(recv_ + lo,
+               ring_ ? arena_->ringSlot(args_.root, base_ + round_)->data() : arena_->buf(args_.root, par),
+               len);
       break;
     case CollType::AllGather:
       for (int p = 0; p < n_; ++p) {
@@ -339,11 +379,10 @@ bool ArenaOp::progress(Status* st, bool* moved) {
     const uint64_t g = base_ + round_;
     const int par = static_cast<int>(g & 1);
     if (stage_ == 0) {
-      // My staging buffer of this parity was last read in round g-2; every
-      // rank is past that once it published A(g-1). Ranks that waited in
-      // B(g-1) know that already; a broadcast root, which does not wait,
-      // runs at most one round ahead here.
-      if (g > 1 && !arena_->reached(2 * g - 1, nullptr)) return false;
+      // See gateOfA: the buffers this round writes are free once every
+      // rank published the phase it returns.
+      const uint64_t gate = gateOfA(g);
+      if (gate && !arena_->reached(gate, nullptr)) return false;
       const uint64_t t0 = timed_ ? nowNs() : 0;
       phaseA(round_, par);
       if (timed_) rec_->addWork(telemetry::SpanKind::Copy, t0, nowNs(), spans_);
@@ -353,7 +392,7 @@ bool ArenaOp::progress(Status* st, bool* moved) {
       *moved = true;
     }
     if (stage_ == 1) {
-      if (waitsInB() && !arena_->reached(2 * g + 1, nullptr)) return false;
+      if (waitsInB() && !arena_->reached(2 * g + 1, nullptr, waitRank())) return false;
       const uint64_t t0 = timed_ ? nowNs() : 0;
       if (timed_ && !rec_->firstByteNs) rec_->firstByteNs = t0;
       Status bs = phaseB(round_, par);
@@ -383,7 +422,7 @@ bool ArenaOp::progress(Status* st, bool* moved) {
 }
 
 void ArenaOp::waitingFor(std::vector<int>* ranks) const {
-  if (round_ < rounds_) arena_->behind(target(), ranks);
+  if (round_ < rounds_) arena_->behind(target(), ranks, stage_ == 1 ? waitRank() : -1);
 }
 
 Status ArenaOp::run(double timeoutS, const std::atomic<bool>* cancel) {
@@ -396,7 +435,7 @@ Status ArenaOp::run(double timeoutS, const std::atomic<bool>* cancel) {
       std::vector<int> w;
       waitingFor(&w);
       tel_->checkStall(*rec_, w, nowNs());
-    });
+    }, stage_ == 1 ? waitRank() : -1);
     if (st.isError()) return st;
   }
 }

@@ -31,6 +31,17 @@
 //     reduces its block from all ranks.
 //   alltoall: each stages the n-1 blocks for the others; each copies its.
 //   barrier: one round without data.
+// Small broadcasts (up to Arena::ringPayload() bytes) run through the
+// ranks' broadcast rings: in round g every rank describes its call in its
+// ring slot g % Arena::kRingSlots (the root also stages the data there),
+// a reader waits for the root alone and compares its call with the root's,
+// and a rank's A(g) waits only until every rank has finished
+// B(g - kRingSlots) (published A(g - kRingSlots + 1)). So back-to-back
+// small broadcasts pipeline kRingSlots deep, as eager sends do, and readers
+// never wait for one another, where the parity buffers allow one round.
+// The parity lines are left alone in these rounds, so running ahead never
+// overwrites a descriptor still being read (each names its round:
+// Arena::descOf).
 // Single copy (broadcast, allgather and out-of-place alltoall of at least
 // Arena::directMin bytes per block,
 // when every rank may read every other's memory): one round; A publishes the
@@ -97,6 +108,10 @@ class ArenaOp : public OpRunner {
   bool waitsInB() const;
   // The flag every rank must reach before the current stage.
   uint64_t target() const;
+  // ... before phase A of round g (0: none).
+  uint64_t gateOfA(uint64_t g) const;
+  // The one rank phase B waits for (a ring reader: the root), or -1: all.
+  int waitRank() const;
   // Byte range [*off, *off + *len) of part p of a round of `len` bytes.
   void part(size_t len, int p, size_t* off, size_t* plen) const;
   std::string describe() const;
@@ -112,6 +127,7 @@ class ArenaOp : public OpRunner {
   int me_, n_;
   bool oneShot_ = false;
   bool direct_ = false;     // single copy (Arena::directMin)
+  bool ring_ = false;       // a small broadcast through the root's ring
   bool streamOut_ = false;  // outputs written with non-temporal stores
   size_t total_ = 0;  // bytes the rounds cover
   size_t step_ = 0;   // bytes per round

@@ -168,3 +168,65 @@ TEST_CASE("arena: single-copy broadcast - allgather and alltoall - processes and
   ScopedEnv direct("WEFT_SHM_DIRECT_MIN", "1");
   REQUIRE(runThreads(3, body) == "");
 }
+
+TEST_CASE("arena: back-to-back small broadcasts pipeline through the root's ring, mixed with other calls",
+          "[coll][arena][ring]") {
+  // The root runs up to 16 broadcasts ahead of its readers: every reader
+  // must still see each broadcast's own data, whoever the root is, with
+  // other collectives (which use the parity buffers) in between.
+  auto body = [](weft_comm_t c, int r, int n) -> std::string {
+    std::vector<uint8_t> buf(4096);
+    for (int i = 0; i < 3000; ++i) {
+      // Runs of 40 from one root (more than the ring's 16 slots), then the
+      // next; readers dawdle now and then so that the root gets far ahead.
+      const int root = (i / 40) % n;
+      if (r != root && i % 50 == 7) usleep(300);
+      const size_t len = 1 + static_cast<size_t>(i * 37) % 4000;
+      if (r == root)
+        for (size_t k = 0; k < len; ++k) buf[k] = static_cast<uint8_t>(i * 7 + k);
+      else
+        std::fill(buf.begin(), buf.end(), 0xee);
+      TRY_WEFT(weft_broadcast(buf.data(), buf.data(), len, WEFT_UINT8, root, c, nullptr));
+      for (size_t k = 0; k < len; ++k)
+        if (buf[k] != static_cast<uint8_t>(i * 7 + k))
+          return "broadcast " + std::to_string(i) + " from rank " + std::to_string(root) +
+                 ": byte " + std::to_string(k) + " is " + std::to_string(buf[k]);
+      if (i % 97 == 0) {
+        float x = static_cast<float>(r + i);
+        TRY_WEFT(weft_allreduce(&x, &x, 1, WEFT_FLOAT32, WEFT_SUM, c, nullptr));
+        const float want = static_cast<float>(n * i + n * (n - 1) / 2);
+        if (x != want) return "allreduce after broadcast " + std::to_string(i) + " gave " + std::to_string(x);
+      }
+    }
+    return std::string();
+  };
+  for (int n : {2, 3, 4}) {
+    INFO("processes, n=" << n);
+    REQUIRE(runProcesses(n, body, {"WEFT_TRANSPORTS=shm"}) == "");
+  }
+  INFO("threads, n=3");
+  REQUIRE(runThreads(3, body) == "");
+}
+
+TEST_CASE("arena: a ring broadcast with a different count is a mismatch", "[coll][arena][ring][mismatch]") {
+  std::string out = runThreads(3, [](weft_comm_t c, int r, int) -> std::string {
+    std::vector<float> v(100, 1.0f);
+    // Rank 0, the root, runs a few broadcasts ahead first.
+    for (int i = 0; i < 5; ++i) TRY_WEFT(weft_broadcast(v.data(), v.data(), 100, WEFT_FLOAT32, 0, c, nullptr));
+    weft_result_t res =
+        weft_broadcast(v.data(), v.data(), r == 2 ? 99 : 100, WEFT_FLOAT32, 0, c, nullptr);
+    std::string msg = weft_get_last_error(c);
+    // The root does not wait, and a reader compares its call with the
+    // root's: rank 1, which agrees with the root, completes; rank 2 fails
+    // naming both counts.
+    if (r < 2) return res == WEFT_SUCCESS ? "#done" : "unexpected failure: " + msg;
+    if (res != WEFT_ERR_INVALID_USAGE) return "expected INVALID_USAGE: " + msg;
+    if (msg.find("99 x float") == std::string::npos || msg.find("100 x float") == std::string::npos)
+      return "does not show both counts: " + msg;
+    return "#ok";
+  });
+  INFO(out);
+  CHECK(out.find("rank 0: #done") != std::string::npos);
+  CHECK(out.find("rank 1: #done") != std::string::npos);
+  CHECK(out.find("rank 2: #ok") != std::string::npos);
+}

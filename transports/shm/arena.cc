@@ -41,7 +41,11 @@ Arena::Arena(int rank, int nranks, std::vector<Segment*> blocks, std::vector<Pid
   for (int r = 0; r < nranks; ++r) {
     hdr_.push_back(blocks[r]->header());
     for (int i = 0; i < 4; ++i) bufs_.push_back(Segment::payload(blocks[r]->slot(i)));
+    ring_.push_back(Segment::payload(blocks[r]->slot(4)));
   }
+  // Ring slots of up to 4 KiB (a 64-byte header, then data) in the fifth
+  // buffer; smaller when the chunk is (at least 256 bytes: chunks are >= 4K).
+  ringSlotBytes_ = std::min<size_t>(4096, chunk_ / kRingSlots) / 64 * 64;
   oversubscribed_ = nranks > hostCpus;
   // Auto: spin long when every rank has a core (a sleep/wake pair costs a
   // few microseconds), barely when ranks share cores.
@@ -96,9 +100,10 @@ void Arena::wakeIfSleeping(int r) {
   futexWakeAll(&h->bell);
 }
 
-bool Arena::reached(uint64_t v, int* lagging) const {
+bool Arena::reached(uint64_t v, int* lagging, int only) const {
   const int li = lineOf(v);
-  for (int r = 0; r < nranks_; ++r) {
+  const int lo = only < 0 ? 0 : only, hi = only < 0 ? nranks_ : only + 1;
+  for (int r = lo; r < hi; ++r) {
     uint64_t f = hdr_[r]->lines[li].seq.load(std::memory_order_acquire);
     if (f > seen_[r]) seen_[r] = f;
     if (f < v) {
@@ -125,16 +130,16 @@ bool Arena::sleepOnBell(int maxUs, const std::function<bool()>& ready) {
 }
 
 Status Arena::wait(uint64_t v, double timeoutS, const std::function<std::string()>& what,
-                   const std::atomic<bool>* cancel, const std::function<void()>& tick) {
+                   const std::atomic<bool>* cancel, const std::function<void()>& tick, int only) {
   int lag = -1;
-  if (reached(v, &lag)) return Status::ok();
+  if (reached(v, &lag, only)) return Status::ok();
   // The clock is read only after 64 rounds of spinning: a wait that ends
   // sooner (a small collective's usual one) lasted well under the spin
   // budget, which is all the budget needs to know, and costs no clock read
   // (two reads were a sixth of an 8-byte allreduce here).
   for (int i = 0; i < 64 && spin_.ns() > 0; ++i) {
     cpuRelax();
-    if (seqOf(lag, v) >= v && reached(v, &lag)) {
+    if (seqOf(lag, v) >= v && reached(v, &lag, only)) {
       spin_.afterWait(0);
       return Status::ok();
     }
@@ -143,7 +148,7 @@ Status Arena::wait(uint64_t v, double timeoutS, const std::function<std::string(
   uint64_t now = start;
   for (int i = 0; now - start < spin_.ns(); ++i) {
     cpuRelax();
-    if (seqOf(lag, v) >= v && reached(v, &lag)) {
+    if (seqOf(lag, v) >= v && reached(v, &lag, only)) {
       spin_.afterWait(nowNs() - start);
       return Status::ok();
     }
@@ -157,11 +162,11 @@ Status Arena::wait(uint64_t v, double timeoutS, const std::function<std::string(
   for (;;) {
     if (now < yieldUntil) {
       sched_yield();
-      if (reached(v, &lag)) {
+      if (reached(v, &lag, only)) {
         spin_.afterWait(nowNs() - start);
         return Status::ok();
       }
-    } else if (sleepOnBell(1000, [&] { return reached(v, &lag); })) {
+    } else if (sleepOnBell(1000, [&] { return reached(v, &lag, only); })) {
       spin_.afterWait(nowNs() - start);
       return Status::ok();
     }
@@ -173,7 +178,7 @@ Status Arena::wait(uint64_t v, double timeoutS, const std::function<std::string(
     if (tick) tick();
     std::string behind;
     for (int r = 0; r < nranks_; ++r) {
-      if (seqOf(r, v) >= v) continue;
+      if ((only >= 0 && r != only) || seqOf(r, v) >= v) continue;
       if (exited(r))
         return Status(WEFT_ERR_REMOTE, strFormat("rank %d: %s: %s exited", rank_, what().c_str(),
                                                  describe_[r].c_str()));

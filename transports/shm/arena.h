@@ -47,6 +47,27 @@ class Arena {
   Arena(int rank, int nranks, std::vector<Segment*> blocks, std::vector<PidWatch*> watches,
         std::vector<std::string> describe, long spinUs, int hostCpus);
 
+  // A rank block: 4 staging buffers, then the broadcast ring (below).
+  static constexpr int kBlockSlots = 5;
+  // The broadcast ring: small broadcasts (up to ringPayload() bytes) stage
+  // in slot g % kRingSlots of the root's ring instead of its staging buffer
+  // of parity g % 2, each slot with the root's descriptor and stamp in its
+  // first line. The root may then run up to kRingSlots rounds ahead of the
+  // readers (src/exec/arena_op.h) where the parity buffers allow one.
+  static constexpr int kRingSlots = 16;
+  struct RingSlot {
+    uint64_t desc[2];
+    uint64_t stamp;
+    uint64_t round;  // the round that wrote it
+    uint64_t pad[4];
+    char* data() { return reinterpret_cast<char*>(this + 1); }
+  };
+  static_assert(sizeof(RingSlot) == 64, "a ring slot's header is one cache line");
+  RingSlot* ringSlot(int r, uint64_t g) const {
+    return reinterpret_cast<RingSlot*>(ring_[r] + (g % kRingSlots) * ringSlotBytes_);
+  }
+  size_t ringPayload() const { return ringSlotBytes_ - sizeof(RingSlot); }
+
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
   // Bytes of each staging buffer.
@@ -65,12 +86,31 @@ class Arena {
 
   // Rank r's descriptor words for rounds of parity `par` (2 words each).
   const uint64_t* desc(int r, int par) const { return hdr_[r]->lines[par].desc; }
-  // Writes this rank's descriptor for parity `par` (before publishing).
-  void setDesc(int par, uint64_t w0, uint64_t w1, uint64_t stamp, const void* addr = nullptr) {
-    hdr_[rank_]->lines[par].desc[0] = w0;
-    hdr_[rank_]->lines[par].desc[1] = w1;
-    hdr_[rank_]->lines[par].stamp = stamp;
-    hdr_[rank_]->lines[par].addr = reinterpret_cast<uint64_t>(addr);
+  // Writes this rank's descriptor for round g (parity line g % 2; before
+  // publishing).
+  void setDesc(uint64_t g, uint64_t w0, uint64_t w1, uint64_t stamp, const void* addr = nullptr) {
+    FifoHeader::ArenaLine& l = hdr_[rank_]->lines[g & 1];
+    l.desc[0] = w0;
+    l.desc[1] = w1;
+    l.stamp = stamp;
+    l.addr = reinterpret_cast<uint64_t>(addr);
+    l.round = g;
+  }
+  // Rank r's descriptor and stamp for round g, from its parity line or,
+  // when it ran that round as a ring broadcast, its ring slot; nullptr when
+  // neither holds round g (call after rank r published A(g)).
+  const uint64_t* descOf(int r, uint64_t g, uint64_t* stamp) const {
+    const FifoHeader::ArenaLine& l = hdr_[r]->lines[g & 1];
+    if (l.round == g) {
+      *stamp = l.stamp;
+      return l.desc;
+    }
+    const RingSlot* s = ringSlot(r, g);
+    if (s->round == g) {
+      *stamp = s->stamp;
+      return s->desc;
+    }
+    return nullptr;
   }
   // Rank r's published buffer for parity `par` (single-copy mode).
   uint64_t addr(int r, int par) const { return hdr_[r]->lines[par].addr; }
@@ -90,12 +130,13 @@ class Arena {
 
   // Publishes this rank's flag (release) and wakes ranks that sleep.
   void publish(uint64_t flag);
-  // True when every rank's flag is >= v; else *lagging is a rank behind.
-  bool reached(uint64_t v, int* lagging) const;
-  // Appends the ranks whose flag is below v.
-  void behind(uint64_t v, std::vector<int>* ranks) const {
+  // True when every rank's flag (only rank `only`'s when >= 0) is >= v;
+  // else *lagging is a rank behind.
+  bool reached(uint64_t v, int* lagging, int only = -1) const;
+  // Appends the ranks (of all, or just `only`) whose flag is below v.
+  void behind(uint64_t v, std::vector<int>* ranks, int only = -1) const {
     for (int r = 0; r < nranks_; ++r)
-      if (seqOf(r, v) < v) ranks->push_back(r);
+      if ((only < 0 || r == only) && seqOf(r, v) < v) ranks->push_back(r);
   }
   // Waits until reached(v): spins, then sleeps. Fails when a rank behind
   // has exited (WEFT_ERR_REMOTE) or after timeoutS (WEFT_ERR_TIMEOUT), naming
@@ -104,9 +145,10 @@ class Arena {
   // WEFT_ERR_ABORTED.
   // `tick`, when set, is called about once a second while it waits (stall
   // reports).
+  // `only` >= 0: waits for that rank alone.
   Status wait(uint64_t v, double timeoutS, const std::function<std::string()>& what,
               const std::atomic<bool>* cancel = nullptr,
-              const std::function<void()>& tick = nullptr);
+              const std::function<void()>& tick = nullptr, int only = -1);
   // The engine's idle sleep: sleeps at most maxUs on this rank's bell, unless
   // a flag moved since reached() last looked or `news` says there is work.
   void sleep(int maxUs, const std::function<bool()>& news);
@@ -134,6 +176,8 @@ class Arena {
   size_t chunk_;
   std::vector<FifoHeader*> hdr_;
   std::vector<char*> bufs_;
+  std::vector<char*> ring_;  // per rank: its broadcast ring
+  size_t ringSlotBytes_ = 0;
   std::vector<PidWatch*> watches_;
   std::vector<std::string> describe_;
   uint64_t nextRound_ = 1;

@@ -29,7 +29,7 @@ namespace weft {
 namespace shm {
 
 constexpr uint32_t kSegMagic = 0x5753484d;  // "WSHM"
-constexpr uint32_t kSegVersion = 2;
+constexpr uint32_t kSegVersion = 3;
 constexpr size_t kCacheLine = 64;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shm FIFO needs lock-free atomics");
@@ -61,6 +61,7 @@ struct alignas(kCacheLine) FifoHeader {
     uint64_t desc[2];
     uint64_t stamp;  // telemetry: the rank's arrival stamp for the collective
     uint64_t addr;   // single-copy mode: the creator's buffer, in its address space
+    uint64_t round;  // the round desc, stamp and addr belong to
   };
   ArenaLine lines[2];
   // The creator sleeps on `bell` (a futex word) after setting `sleeping`;

@@ -75,8 +75,8 @@ class ShmTransport : public Transport {
     if (ctx_.config.shmArenaChunk > 0 && local == ctx_.nranks - 1 && ctx_.nranks > 1) {
       myBlock_ = std::make_unique<Segment>();
       WEFT_RETURN_IF_ERROR(myBlock_->create(
-          segmentName(ctx_.secret, ctx_.commId, ctx_.rank, ctx_.rank), ctx_.rank, ctx_.rank, 4,
-          ctx_.config.shmArenaChunk));
+          segmentName(ctx_.secret, ctx_.commId, ctx_.rank, ctx_.rank), ctx_.rank, ctx_.rank,
+          static_cast<uint32_t>(Arena::kBlockSlots), ctx_.config.shmArenaChunk));
     }
     Blob b{kBlobMagic, static_cast<int32_t>(getpid()), hostHash_};
     blob->assign(reinterpret_cast<const char*>(&b), sizeof b);
