@@ -22,7 +22,7 @@ bool overlaps(const void* a, size_t alen, const void* b, size_t blen) {
   return alen && blen && x < y + blen && y < x + alen;
 }
 
-Status check(const std::shared_ptr<Comm>& c, const Call& k, weft_stream_t stream, CollArgs* out,
+Status check(const Comm* c, const Call& k, weft_stream_t stream, CollArgs* out,
              PendingCall* pc) {
   const char* name = collName(k.type);
   const int n = c->nranks();
@@ -80,7 +80,7 @@ Status check(const std::shared_ptr<Comm>& c, const Call& k, weft_stream_t stream
 
 weft_result_t submit(weft_comm_t comm, const Call& k, weft_stream_t stream) {
   Status st;
-  std::shared_ptr<Comm> c = lookupComm(comm, &st);
+  Comm* c = lookupCommCached(comm, &st);
   GroupState& g = threadGroup();
   if (!c) {
     if (g.depth > 0 && g.error.isOk()) g.error = st;
@@ -91,9 +91,13 @@ weft_result_t submit(weft_comm_t comm, const Call& k, weft_stream_t stream) {
   st = check(c, k, stream, &a, &pc);
   if (st.isError()) {
     if (g.depth > 0 && g.error.isOk()) g.error = st;
-    return setError(c.get(), st);
+    return setError(c, st);
   }
-  pc.comm = c;
+  if (g.depth > 0 || pc.onStream) {
+    // Kept beyond this call: hold a reference.
+    pc.comm = lookupComm(comm, &st);
+    if (!pc.comm) return setError(static_cast<Comm*>(nullptr), st);
+  }
   pc.args = a;
   pc.dtype = k.dtype;
   if (g.depth > 0) {
@@ -103,10 +107,10 @@ weft_result_t submit(weft_comm_t comm, const Call& k, weft_stream_t stream) {
   if (pc.onStream) {  // enqueued on the stream; runs in the comm's progress thread
     std::vector<PendingCall> one{pc};
     st = issueStreamCalls(one, nullptr, nullptr);
-    return st.isOk() ? WEFT_SUCCESS : setError(c.get(), st);
+    return st.isOk() ? WEFT_SUCCESS : setError(c, st);
   }
   st = c->runNow(a, k.dtype, k.send, k.recv);
-  return st.isOk() ? WEFT_SUCCESS : setError(c.get(), st);
+  return st.isOk() ? WEFT_SUCCESS : setError(c, st);
 }
 
 }  // namespace

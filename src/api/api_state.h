@@ -21,6 +21,10 @@ void unregisterComm(weft_comm_t c);
 // The live Comm behind a handle, or nullptr (with *st set) when the handle
 // is NULL, destroyed, or not a communicator.
 std::shared_ptr<Comm> lookupComm(weft_comm_t c, Status* st);
+// The same for the hot path of collective calls: cached per thread while no
+// communicator is created or destroyed (errors.cc). The registry keeps the
+// Comm alive until its handle is destroyed.
+Comm* lookupCommCached(weft_comm_t c, Status* st);
 
 // Records `st` as the last error of the calling thread and of `comm` (if
 // any) and returns its code.

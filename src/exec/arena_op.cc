@@ -68,6 +68,7 @@ ArenaOp::ArenaOp(shm::Arena* arena, const CollArgs& args, weft_datatype_t dt, co
     case CollType::AllReduce:
       total_ = blk;
       oneShot_ = blk <= oneShotLimit(n_, chunk);
+      inline_ = oneShot_ && blk <= shm::Arena::kInlineBytes;
       step_ = oneShot_ ? std::max<size_t>(blk, 1) : chunk;
       break;
     case CollType::Reduce:
@@ -215,7 +216,8 @@ void ArenaOp::phaseA(size_t j, int par) {
     case CollType::AllReduce:
     case CollType::Reduce:
       if (oneShot_) {
-        copy(mine, send_ + lo, len);
+        // Up to 16 bytes ride in the line that carries the flag.
+        copy(inline_ ? arena_->inlineData(me_, base_ + round_) : mine, send_ + lo, len);
         break;
       }
       for (int p = 0; p < n_; ++p) {
@@ -273,7 +275,8 @@ Status ArenaOp::phaseB(size_t j, int par) {
     case CollType::AllReduce:
     case CollType::Reduce: {
       if (oneShot_) {
-        for (int p = 0; p < n_; ++p) srcs[p] = arena_->buf(p, par);
+        for (int p = 0; p < n_; ++p)
+          srcs[p] = inline_ ? arena_->inlineData(p, base_ + round_) : arena_->buf(p, par);
         uint8_t* dst = recv_ ? recv_ + lo : nullptr;
         if (!dst) break;  // reduce is never one-shot; keep it safe anyway
         reduceHostN(dst, srcs, n_, len / e, dt_, args_.op);

@@ -126,6 +126,7 @@ class ArenaOp : public OpRunner {
   uint64_t seq_;
   int me_, n_;
   bool oneShot_ = false;
+  bool inline_ = false;     // one-shot data in the flag's line (Arena::inlineData)
   bool direct_ = false;     // single copy (Arena::directMin)
   bool ring_ = false;       // a small broadcast through the root's ring
   bool streamOut_ = false;  // outputs written with non-temporal stores

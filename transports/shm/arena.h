@@ -112,6 +112,9 @@ class Arena {
     }
     return nullptr;
   }
+  // Rank r's inline data in its line of round g (FifoHeader::ArenaLine::inl).
+  static constexpr size_t kInlineBytes = 16;
+  char* inlineData(int r, uint64_t g) const { return hdr_[r]->lines[g & 1].inl; }
   // Rank r's published buffer for parity `par` (single-copy mode).
   uint64_t addr(int r, int par) const { return hdr_[r]->lines[par].addr; }
 

@@ -62,7 +62,11 @@ struct alignas(kCacheLine) FifoHeader {
     uint64_t stamp;  // telemetry: the rank's arrival stamp for the collective
     uint64_t addr;   // single-copy mode: the creator's buffer, in its address space
     uint64_t round;  // the round desc, stamp and addr belong to
+    // A one-shot allreduce of up to 16 bytes: the data itself, so that a
+    // reader fetches flag, descriptor and data in one cache line.
+    alignas(8) char inl[16];
   };
+  static_assert(sizeof(ArenaLine) == kCacheLine, "an arena line is one cache line");
   ArenaLine lines[2];
   // The creator sleeps on `bell` (a futex word) after setting `sleeping`;
   // whoever publishes something it may wait for bumps bell and wakes it.
