@@ -163,6 +163,11 @@ uint64_t ArenaOp::gateOfA(uint64_t g) const {
   return g > 1 ? 2 * g - 1 : 0;
 }
 
+bool ArenaOp::ringReady(uint64_t g) const {
+  return ring_ && me_ != args_.root &&
+         arena_->ringSlot(args_.root, g)->round.load(std::memory_order_acquire) == g;
+}
+
 int ArenaOp::waitRank() const {
   // A ring reader needs the root's data only: it waits for the root alone,
   // so readers never wait for one another.
@@ -201,11 +206,11 @@ void ArenaOp::phaseA(size_t j, int par) {
     s->desc[0] = descWord0(args_, dt_);
     s->desc[1] = args_.count;
     s->stamp = rec_ ? rec_->stamp : 0;
-    s->round = base_ + round_;
     if (me_ == args_.root) {
-      copy(s->data(), send_, len);
+      copy(s->data(len), send_, len);
       if (!args_.inPlace) copy(recv_, send_, len);
     }
+    s->round.store(base_ + round_, std::memory_order_release);
     return;
   }
   if (j == 0)
@@ -297,7 +302,8 @@ Status ArenaOp::phaseB(size_t j, int par) {
     case CollType::Broadcast:
       if (me_ != args_.root)
         output(recv_ + lo,
-               ring_ ? arena_->ringSlot(args_.root, base_ + round_)->data() : arena_->buf(args_.root, par),
+               ring_ ? arena_->ringSlot(args_.root, base_ + round_)->data(len)
+                     : arena_->buf(args_.root, par),
                len);
       break;
     case CollType::AllGather:
@@ -395,7 +401,10 @@ bool ArenaOp::progress(Status* st, bool* moved) {
       *moved = true;
     }
     if (stage_ == 1) {
-      if (waitsInB() && !arena_->reached(2 * g + 1, nullptr, waitRank())) return false;
+      // A ring reader may go as soon as the root's slot names this round
+      // (one cache line when the root is ahead); else it waits for the flag.
+      if (waitsInB() && !ringReady(g) && !arena_->reached(2 * g + 1, nullptr, waitRank()))
+        return false;
       const uint64_t t0 = timed_ ? nowNs() : 0;
       if (timed_ && !rec_->firstByteNs) rec_->firstByteNs = t0;
       Status bs = phaseB(round_, par);

@@ -112,6 +112,8 @@ class ArenaOp : public OpRunner {
   uint64_t gateOfA(uint64_t g) const;
   // The one rank phase B waits for (a ring reader: the root), or -1: all.
   int waitRank() const;
+  // A ring reader: the root's slot already holds round g.
+  bool ringReady(uint64_t g) const;
   // Byte range [*off, *off + *len) of part p of a round of `len` bytes.
   void part(size_t len, int p, size_t* off, size_t* plen) const;
   std::string describe() const;

@@ -55,12 +55,20 @@ class Arena {
   // first line. The root may then run up to kRingSlots rounds ahead of the
   // readers (src/exec/arena_op.h) where the parity buffers allow one.
   static constexpr int kRingSlots = 16;
+  // Up to kRingInline bytes of data ride in the header line itself, so that
+  // a reader of a tiny broadcast fetches one line.
+  static constexpr size_t kRingInline = 32;
   struct RingSlot {
     uint64_t desc[2];
     uint64_t stamp;
-    uint64_t round;  // the round that wrote it
-    uint64_t pad[4];
-    char* data() { return reinterpret_cast<char*>(this + 1); }
+    // The round that wrote it, stored last (release): a reader that sees
+    // its round here may read the slot without waiting for the flag.
+    std::atomic<uint64_t> round;
+    alignas(8) char inl[kRingInline];
+    char* data(size_t len) { return len <= kRingInline ? inl : reinterpret_cast<char*>(this + 1); }
+    const char* data(size_t len) const {
+      return len <= kRingInline ? inl : reinterpret_cast<const char*>(this + 1);
+    }
   };
   static_assert(sizeof(RingSlot) == 64, "a ring slot's header is one cache line");
   RingSlot* ringSlot(int r, uint64_t g) const {
@@ -106,7 +114,7 @@ class Arena {
       return l.desc;
     }
     const RingSlot* s = ringSlot(r, g);
-    if (s->round == g) {
+    if (s->round.load(std::memory_order_acquire) == g) {
       *stamp = s->stamp;
       return s->desc;
     }
