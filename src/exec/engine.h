@@ -107,6 +107,7 @@ class Engine {
   uint64_t lastLivenessNs_ = 0;
   uint32_t gen_ = 0;
   bool fresh_ = false;  // ops were enqueued since the last progress()
+  int idleCalls_ = 0;   // progress() calls since the clock was last read
   SpinBudget spin_;
   uint64_t lastIdleNs_ = 0;
   std::atomic<uint64_t> lastNowNs_{0};  // the clock at the end of the last progress()
