@@ -108,6 +108,9 @@ struct TransportCaps {
   double bandwidthGBs = 1.0;        // sustained, one direction
   double latencyUs = 10.0;          // one small message, one way
   bool doorbell = false;            // sleep() works (peers wake this rank)
+  // Moving bytes costs the ranks' CPU (kernel socket copies, shared-memory
+  // copies by the ranks); false where a NIC or copy engine moves them.
+  bool cpuBound = true;
 };
 
 class Endpoint {

@@ -21,14 +21,23 @@ const CollType kTableColls[] = {CollType::AllReduce, CollType::Broadcast,     Co
 struct Link {
   double alpha;  // us per message
   double beta;   // us per byte
+  bool cpu;      // LinkClass::cpuBound
 };
+
+// The reduction time a round of `pieces` leaves exposed: on a CPU-bound
+// link all of it (the same cores move the bytes), else what the wire time
+// of the other pieces does not hide.
+double exposedReduce(double reduce, double wire, double pieces, bool cpu) {
+  if (cpu) return reduce;
+  return std::max(reduce / pieces, reduce - wire * (pieces - 1) / pieces);
+}
 
 // The model in the units the formulas use, with oversubscription applied and
 // the rank layout made consistent.
 struct Env {
   int n = 1, hosts = 1, ppn = 1;
   double oversub = 1;
-  Link intra{0, 0}, inter{0, 0}, arena{0, 0};
+  Link intra{0, 0, false}, inter{0, 0, false}, arena{0, 0, false};
   double gamma = 0;  // us per byte reduced or copied locally
   double share = 0;  // msgShare
   double arenaChunk = 0;
@@ -55,7 +64,8 @@ struct Env {
 
   // Latency times o; bandwidth divided by o (bytes per us = GB/s * 1e3).
   static Link link(const LinkClass& c, double o) {
-    return Link{std::max(c.latencyUs, 0.0) * o, o / (std::max(c.bandwidthGBs, 1e-9) * 1e3)};
+    return Link{std::max(c.latencyUs, 0.0) * o, o / (std::max(c.bandwidthGBs, 1e-9) * 1e3),
+                c.cpuBound};
   }
 };
 
@@ -131,7 +141,8 @@ double roundUs(const Env& e, double chunk, const Round& r) {
   const double pieces = r.msgs * std::max(1.0, r.bytes / chunk);
   const double latency = alpha * (1 + (pieces - 1) * e.share);
   const double reduce = r.reduced * e.gamma;
-  const double exposed = std::max(reduce / pieces, reduce - wire * (pieces - 1) / pieces);
+  const bool cpu = e.hosts == 1 ? e.intra.cpu : e.inter.cpu;
+  const double exposed = exposedReduce(reduce, wire, pieces, cpu);
   return r.count * (latency + wire + exposed);
 }
 
@@ -164,7 +175,9 @@ double pipeUs(const Env& e, double chunk, const Pipe& p) {
       offSends > 0 ? std::max(e.inter.alpha, alone ? 0.0 : e.intra.alpha) : e.intra.alpha;
   const double wire =
       std::max(offSends * c * e.inter.beta, (alone ? 0.0 : p.sends) * c * e.intra.beta);
-  return fill + (chunks - 1) * (p.msgs * e.share * alpha + std::max(wire, p.reduces * c * e.gamma));
+  const bool cpu = offSends > 0 ? e.inter.cpu : e.intra.cpu;
+  const double red = p.reduces * c * e.gamma;
+  return fill + (chunks - 1) * (p.msgs * e.share * alpha + (cpu ? wire + red : std::max(wire, red)));
 }
 
 // Model of an algorithm or a collective the table gains before this file
@@ -372,7 +385,7 @@ double linkRoundUs(const Env& e, const Link& lk, double chunk, double msgs, doub
   if (msgs <= 0) return 0;
   const double pieces = msgs * std::max(1.0, bytes / chunk);
   const double wire = msgs * bytes * lk.beta, reduce = reduced * e.gamma;
-  const double exposed = std::max(reduce / pieces, reduce - wire * (pieces - 1) / pieces);
+  const double exposed = exposedReduce(reduce, wire, pieces, lk.cpu);
   return lk.alpha * (1 + (pieces - 1) * e.share) + wire + exposed;
 }
 
@@ -391,7 +404,7 @@ double hierUs(const Env& e, double c, CollType t, double S) {
   const double blk = seg / H, pieces = std::max(1.0, blk / c);
   const double lat = e.inter.alpha * (1 + (pieces - 1) * e.share);
   const double wire = L * blk * e.inter.beta, reduce = blk * e.gamma;
-  const double exposed = std::max(reduce / pieces, reduce - wire * (pieces - 1) / pieces);
+  const double exposed = exposedReduce(reduce, wire, pieces, e.inter.cpu);
   return onHost + (H - 1) * (lat + wire + exposed) + (H - 1) * (lat + wire);
 }
 

@@ -114,6 +114,11 @@ namespace weft {
 struct LinkClass {
   double latencyUs = 1;     // one message, one way
   double bandwidthGBs = 1;  // per direction
+  // Moving the bytes costs the ranks' own CPU (sockets: the kernel's copies
+  // run on the sending and receiving rank's cores; shared-memory FIFOs:
+  // the ranks copy): then reductions do not overlap the wire, they take
+  // turns with it. False for RDMA and copy engines.
+  bool cpuBound = false;
 };
 
 struct CostModel {

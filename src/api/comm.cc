@@ -224,7 +224,7 @@ void Comm::setUpSelection() {
   m.cores = hostCpus(peers_, rank_);
   for (auto& t : transports_) {
     const TransportCaps c = t->caps();
-    LinkClass l{c.latencyUs, c.bandwidthGBs};
+    LinkClass l{c.latencyUs, c.bandwidthGBs, c.cpuBound};
     if (std::string(t->name()) == "shm") m.intra = l;
     const std::string tn = t->name();
     if (tn == "tcp" || tn == "ucx" || tn == "ibverbs") {

@@ -74,6 +74,7 @@ class CudaIpcTransport : public Transport {
     c.preferredChunk = slotBytes() * (slots() > 1 ? slots() / 2 : 1);
     c.bandwidthGBs = 100.0;  // two copy-engine copies per byte; a placeholder until measured
     c.latencyUs = 10.0;      // event polling and a copy launch per slot
+    c.cpuBound = false;      // the copy engines move the bytes
     return c;
   }
 

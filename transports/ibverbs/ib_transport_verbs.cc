@@ -50,6 +50,7 @@ class IbTransport : public Transport {
     c.bandwidthGBs = 10.0;  // until the topology measures the link
     c.latencyUs = 3.0;
     c.cudaMemory = sh_.gdr != GdrMode::Off;
+    c.cpuBound = false;  // the NIC moves the bytes
     return c;
   }
   Status setUpGdr();

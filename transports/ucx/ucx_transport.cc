@@ -54,6 +54,7 @@ class UcxTransport : public Transport {
     // TCP is about as fast as weft's tcp; over RDMA far faster.
     c.bandwidthGBs = rdma_ ? 10.0 : 1.0;
     c.latencyUs = rdma_ ? 3.0 : 20.0;
+    c.cpuBound = !rdma_;
     return c;
   }
 
