@@ -46,6 +46,14 @@ Arena::Arena(int rank, int nranks, std::vector<Segment*> blocks, std::vector<Pid
   // Ring slots of up to 4 KiB (a 64-byte header, then data) in the fifth
   // buffer; smaller when the chunk is (at least 256 bytes: chunks are >= 4K).
   ringSlotBytes_ = std::min<size_t>(4096, chunk_ / kRingSlots) / 64 * 64;
+  // Fault the broadcast rings in now (64 KiB per rank): the first small
+  // broadcasts otherwise pay a page fault per slot, on the writer and on
+  // every reader, and a short benchmark's first size measured that.
+  const size_t ringBytes = kRingSlots * ringSlotBytes_;
+  memset(ring_[rank_], 0, ringBytes);
+  for (int r = 0; r < nranks; ++r)
+    for (size_t off = 0; off < ringBytes; off += 4096)
+      (void)*static_cast<volatile const char*>(ring_[r] + off);
   oversubscribed_ = nranks > hostCpus;
   // Auto: spin long when every rank has a core (a sleep/wake pair costs a
   // few microseconds), barely when ranks share cores.
