@@ -19,6 +19,18 @@ DevicePath chooseDevicePath(const DevicePathFacts& f, std::string* why) {
     *why = "staged: this weft was built without CUDA";
     return DevicePath::Staged;
   }
+  if (!f.gpuBackend) {
+    *why = "staged: this rank has no GPU backend for direct ops (see the INIT log)";
+    return DevicePath::Staged;
+  }
+  if (f.selfTransfer) {
+    *why = "staged: a send or receive to this rank itself";
+    return DevicePath::Staged;
+  }
+  if (f.crossOverlap) {
+    *why = "staged: a send of the group reads a buffer another call receives into";
+    return DevicePath::Staged;
+  }
   if (f.nranks == 1) {
     *why = "direct: one rank, device buffers";
     return DevicePath::Direct;

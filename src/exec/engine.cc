@@ -10,6 +10,7 @@
 #include "core/clock.h"
 #include "core/cpu.h"
 #include "core/log.h"
+#include "exec/placement.h"
 #include "kernels/cpu/reduce.h"
 
 namespace weft {
@@ -57,17 +58,49 @@ Engine::~Engine() {
   if (!localPending_) return;
   if (local_) local_->drain(cfg_.timeoutS);
   if (streamLocal_) streamLocal_->drain(cfg_.timeoutS);
+  if (deviceLocal_) deviceLocal_->drain(cfg_.timeoutS);
+}
+
+void Engine::setDeviceTransport(Transport* t, std::vector<Endpoint*> eps,
+                                std::unique_ptr<LocalWork> deviceLocal) {
+  if (t) transports_.push_back(t);  // no poll fd, no doorbell: pollFds_ stays as it is
+  devEps_ = std::move(eps);
+  devEps_.resize(nranks_, nullptr);
+  hasDevEp_.assign(nranks_, false);
+  for (int p = 0; p < nranks_; ++p) hasDevEp_[p] = devEps_[p] != nullptr;
+  deviceLocal_ = std::move(deviceLocal);
 }
 
 void Engine::enqueue(std::unique_ptr<Op> op) {
   op->enqueueNs = nowNs();
   op->state.assign(op->sched.steps.size(), Op::kPending);
   op->comps.resize(op->sched.steps.size());
-  op->lw = op->tracker && op->tracker->gate && streamLocal_ ? streamLocal_.get() : local_.get();
+  PlacementFacts pf;
+  pf.streamOp = op->tracker && op->tracker->gate;
+  pf.directOp = op->tracker && op->tracker->direct;
+  pf.deviceEndpoints = std::any_of(hasDevEp_.begin(), hasDevEp_.end(), [](bool b) { return b; });
+  pf.haveLocal = local_ != nullptr;
+  pf.haveStreamLocal = streamLocal_ != nullptr;
+  pf.haveDeviceLocal = deviceLocal_ != nullptr;
+  OpPlacement place;
+  Status ps = placeOp(pf, nranks_, &place);
+  if (ps.isOk() && !op->runner) ps = checkRoutes(place, op->sched, rank_, hasDevEp_);
+  switch (place.local) {
+    case LocalRun::Host: op->lw = nullptr; break;
+    case LocalRun::Local: op->lw = local_.get(); break;
+    case LocalRun::StreamLocal: op->lw = streamLocal_.get(); break;
+    case LocalRun::DeviceLocal: op->lw = deviceLocal_.get(); break;
+  }
+  op->deviceEps = place.deviceEndpoints;
+  op->mem = place.mem;
   if (op->lw) op->local.assign(op->sched.steps.size(), 0);
   if (ops_.empty()) lastProgressNs_ = op->enqueueNs;
   if (!error_.isOk()) {
     finishOp(*op, error_);
+    return;
+  }
+  if (ps.isError()) {
+    finishOp(*op, ps.withContext(strFormat("rank %d: %s", rank_, op->describe().c_str())));
     return;
   }
   if (op->sched.scratchBytes) {
@@ -146,7 +179,7 @@ void Engine::fail(const Status& st) {
   if (localPending_) {
     // Local work still running writes into the ops' buffers: it must end
     // before the ops end (the caller may then free its buffers).
-    for (LocalWork* lw : {local_.get(), streamLocal_.get()}) {
+    for (LocalWork* lw : {local_.get(), streamLocal_.get(), deviceLocal_.get()}) {
       if (!lw || lw->drain(cfg_.timeoutS)) continue;
       WEFT_WARN(kColl, "rank %d: local work on %s still running after %.0f s; leaking its buffers",
                 rank_, lw->name(), cfg_.timeoutS);
@@ -237,6 +270,22 @@ bool Engine::copyStep(Op& op, size_t i, Status* st) {
   return true;
 }
 
+Endpoint* Engine::endpoint(const Op& op, const Step& s) const {
+  if (!op.deviceEps) return eps_[s.peer];
+  OpPlacement p;
+  p.deviceEndpoints = true;
+  p.mem = op.mem;
+  return routeStep(p, s, rank_).device ? devEps_[s.peer] : eps_[s.peer];
+}
+
+MemType Engine::memOf(const Op& op, const Step& s) const {
+  if (!op.deviceEps) return MemType::Host;
+  OpPlacement p;
+  p.deviceEndpoints = true;
+  p.mem = op.mem;
+  return routeStep(p, s, rank_).mem;
+}
+
 // Runs or posts step i (pending, dependencies done). Returns false when the
 // transport had no room (the step stays pending and blocks its peer's queue).
 bool Engine::runStep(Op& op, size_t i) {
@@ -254,17 +303,17 @@ bool Engine::runStep(Op& op, size_t i) {
       }
       c.reset();
       c.stamp = op.rec.stamp;
-      st = eps_[s.peer]->postSend(bind(op, s.a), s.bytes, op.tag, MemType::Host, &c);
+      st = endpoint(op, s)->postSend(bind(op, s.a), s.bytes, op.tag, memOf(op, s), &c);
       if (tel_ && st.code() != kNoResource) op.rec.sent[peerTx_[s.peer]] += s.bytes;
       break;
     case StepKind::Recv:
       c.reset();
-      st = eps_[s.peer]->postRecv(bind(op, s.dst), s.bytes, op.tag, MemType::Host, &c);
+      st = endpoint(op, s)->postRecv(bind(op, s.dst), s.bytes, op.tag, memOf(op, s), &c);
       if (st.isOk()) noteRecv(op, c);
       break;
     case StepKind::RecvReduce:
       c.reset();
-      st = eps_[s.peer]->postRecv(bind(op, s.b), s.bytes, op.tag, MemType::Host, &c);
+      st = endpoint(op, s)->postRecv(bind(op, s.b), s.bytes, op.tag, memOf(op, s), &c);
       if (st.isOk()) {
         noteRecv(op, c);
         local = !reduceStep(op, i, &st);
@@ -507,9 +556,11 @@ void Engine::checkStalled(uint64_t now) {
     if (!who.empty()) who += ", ";
     who += strFormat("rank %d (%s, pid %d)", p, peers_[p].hostname.c_str(), peers_[p].pid);
   }
-  if (localPending_)
+  if (localPending_) {
+    const LocalWork* lw = local_ ? local_.get() : streamLocal_ ? streamLocal_.get() : deviceLocal_.get();
     who += strFormat("%s%zu local step(s) (%s)", who.empty() ? "" : ", ", localPending_,
-                     local_ ? local_->name() : streamLocal_->name());
+                     lw ? lw->name() : "?");
+  }
   fail(Status(WEFT_ERR_TIMEOUT,
               strFormat("rank %d: %s made no progress for %.0f s (WEFT_TIMEOUT_S); waiting for %s",
                         rank_, oldest->describe().c_str(), idleS, who.c_str())));

@@ -5,7 +5,9 @@
 // still running (a host function holds the stream), the collective reads
 // what that work wrote, and work queued after it sees the result.
 // A large allreduce is cut into pieces whose copies overlap the host's
-// work on earlier pieces: the overlap is counted. Skipped, saying why,
+// work on earlier pieces: the overlap is counted (with WEFT_CUDA_IPC=off:
+// otherwise this process, which has loaded CUDA, takes the direct device
+// path, tests/cuda_coll/device_path_coll_test.cc). Skipped, saying why,
 // without a device. Links weft's layers (not libweft.so) to read the counter.
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -258,6 +260,8 @@ TEST_CASE("a large allreduce on a stream is pipelined: piece copies overlap earl
   uint64_t pieces0 = 0, overlapped0 = 0;
   weft::cuda::pieceCounters(&pieces0, &overlapped0);
   const size_t count = size_t{16} << 20;  // 64 MiB of float: 16 pieces of 4 MiB
+  // Pieces are the staged path's: no cuda_ipc device path for these comms.
+  setenv("WEFT_CUDA_IPC", "off", 1);
   CHECK(wtest::runThreads(2, [&](weft_comm_t comm, int rank, int) -> std::string {
           TRY_CUDA(cudaSetDevice(0));
           cudaStream_t s;
@@ -277,6 +281,7 @@ TEST_CASE("a large allreduce on a stream is pipelined: piece copies overlap earl
           cudaStreamDestroy(s);
           return "";
         }) == "");
+  unsetenv("WEFT_CUDA_IPC");
   uint64_t pieces1 = 0, overlapped1 = 0;
   weft::cuda::pieceCounters(&pieces1, &overlapped1);
   const size_t want = weft::cuda::cutPieces(count, 4).size();
