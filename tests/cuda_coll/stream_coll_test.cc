@@ -261,7 +261,7 @@ TEST_CASE("a large allreduce on a stream is pipelined: piece copies overlap earl
   weft::cuda::pieceCounters(&pieces0, &overlapped0);
   const size_t count = size_t{16} << 20;  // 64 MiB of float: 16 pieces of 4 MiB
   // Pieces are the staged path's: no cuda_ipc device path for these comms.
-  setenv("WEFT_CUDA_IPC", "off", 1);
+  wtest::ScopedEnv ipcOff("WEFT_CUDA_IPC", "off");
   CHECK(wtest::runThreads(2, [&](weft_comm_t comm, int rank, int) -> std::string {
           TRY_CUDA(cudaSetDevice(0));
           cudaStream_t s;
@@ -281,7 +281,6 @@ TEST_CASE("a large allreduce on a stream is pipelined: piece copies overlap earl
           cudaStreamDestroy(s);
           return "";
         }) == "");
-  unsetenv("WEFT_CUDA_IPC");
   uint64_t pieces1 = 0, overlapped1 = 0;
   weft::cuda::pieceCounters(&pieces1, &overlapped1);
   const size_t want = weft::cuda::cutPieces(count, 4).size();
