@@ -114,6 +114,7 @@ void Engine::enqueue(std::unique_ptr<Op> op) {
     finishOp(*op, Status());
     return;
   }
+  if (op->deviceEps) ++deviceOps_;
   ops_.push_back(std::move(op));
   fresh_ = true;
 }
@@ -191,6 +192,7 @@ void Engine::fail(const Status& st) {
   xfersInFlight_ = 0;
   for (auto& op : ops_) finishOp(*op, error_);
   ops_.clear();
+  deviceOps_ = 0;
   spare_.clear();
   if (tel_) tel_->dumpFlightRecorder(error_.message());
 }
@@ -494,11 +496,15 @@ bool Engine::progress() {
   if (!error_.isOk()) return true;
   while (!ops_.empty() && ops_.front()->finished) {
     giveBackScratch(*ops_.front());
+    if (ops_.front()->deviceEps) --deviceOps_;
     ops_.pop_front();
   }
   if (std::any_of(ops_.begin(), ops_.end(), [](const std::unique_ptr<Op>& o) { return o->finished; })) {
     for (auto& o : ops_)
-      if (o->finished) giveBackScratch(*o);
+      if (o->finished) {
+        giveBackScratch(*o);
+        if (o->deviceEps) --deviceOps_;
+      }
     ops_.erase(std::remove_if(ops_.begin(), ops_.end(),
                               [](const std::unique_ptr<Op>& o) { return o->finished; }),
                ops_.end());
@@ -567,8 +573,10 @@ void Engine::checkStalled(uint64_t now) {
 }
 
 void Engine::idleWait(int idleRounds, int maxUs) {
-  // Local work cannot wake a sleeping engine: look again soon.
-  if (localPending_) maxUs = std::min(maxUs, 50);
+  // Local work cannot wake a sleeping engine, nor can cuda_ipc (its copies
+  // finish on the GPU; no doorbell): look again soon.
+  const bool noWake = localPending_ || deviceOps_;
+  if (noWake) maxUs = std::min(maxUs, 50);
   const uint64_t now = lastNowNs_.load(std::memory_order_relaxed);
   if (idleRounds <= 1) {
     // A new idle period; the last one lasted about lastIdleNs_ - idleSince.
@@ -593,7 +601,7 @@ void Engine::idleWait(int idleRounds, int maxUs) {
   }
   // Sockets and maybe shared memory: wait on the sockets, briefly enough
   // that shared-memory peers (which cannot wake poll) are not kept waiting.
-  const long ns = doorbells_ || localPending_ ? 20000L : std::max(1000, maxUs) * 1000L;
+  const long ns = doorbells_ || noWake ? 20000L : std::max(1000, maxUs) * 1000L;
   timespec ts{ns / 1000000000L, ns % 1000000000L};
   ppoll(pollFds_.data(), pollFds_.size(), &ts, nullptr);
 }

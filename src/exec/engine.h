@@ -148,6 +148,7 @@ class Engine {
   std::vector<Endpoint*> devEps_;  // cuda_ipc, by rank (setDeviceTransport)
   std::vector<bool> hasDevEp_;
   size_t localPending_ = 0;
+  size_t deviceOps_ = 0;  // ops in ops_ whose transfers go through cuda_ipc
   size_t xfersInFlight_ = 0;
 };
 
