@@ -367,6 +367,7 @@ void Comm::kickProgressThread() {
 
 void Comm::progressLoop() {
   std::unique_lock<std::mutex> lk(mu);
+  useDeviceOnThisThread();
   int idle = 0;
   while (!stopThread_) {
     if (!engine_ || !engine_->busy()) {

@@ -93,6 +93,8 @@ class Comm {
   Status offerDevice(const TransportContext& ctx, bool ipcAllowed, std::string* offer);
   Status connectDevice(const std::vector<std::string>& blobs, size_t section);
   void attachDevice();
+  // The progress thread's CUDA calls go to the comm's device (device path only).
+  void useDeviceOnThisThread() const;
   // Fills `r` for a new op and starts its clock (entry).
   void startRecord(telemetry::OpRecord& r, const CollArgs& args, weft_datatype_t dt,
                    uint64_t seq, const char* algo);
@@ -113,6 +115,7 @@ class Comm {
   std::unique_ptr<LocalWork> devLocal_;
   std::string devWhy_;  // the decision, for the INIT log ("" = never considered)
   bool ipcAllowed_ = false;
+  int devDevice_ = -1;  // the device current when the device path was set up
   shm::Arena* arena_ = nullptr;  // all ranks on this host: the shm arena
   std::unique_ptr<telemetry::Telemetry> tel_;
   int shmTx_ = 0;  // telemetry's index of the shm transport

@@ -59,6 +59,7 @@ Status Comm::offerDevice(const TransportContext& ctx, bool ipcAllowed, std::stri
     *offer = "0" + cs.why;
     return Status();
   }
+  devDevice_ = cs.device;
   if (nranks_ > 1) {
     devTransport_ = makeCudaIpcTransport(ctx);
     std::string addr;
@@ -117,6 +118,14 @@ void Comm::attachDevice() {
   std::vector<Endpoint*> eps(nranks_, nullptr);
   for (int p = 0; p < nranks_ && static_cast<size_t>(p) < devEps_.size(); ++p) eps[p] = devEps_[p].get();
   engine_->setDeviceTransport(devTransport_.get(), std::move(eps), std::move(devLocal_));
+}
+
+void Comm::useDeviceOnThisThread() const {
+  // Only with the device path: a CPU-only comm makes no CUDA call here.
+  if (devDevice_ < 0 || (!devTransport_ && !(engine_ && engine_->hasDeviceLocal()))) return;
+  Status st = cuda::setCurrentDevice(devDevice_);
+  if (st.isError())
+    WEFT_WARN(kInit, "rank %d: progress thread: %s", rank_, st.message().c_str());
 }
 
 bool Comm::keepOffArena(const OpTracker& t) const {
