@@ -40,7 +40,8 @@ Status Comm::offerDevice(const TransportContext& ctx, bool ipcAllowed, std::stri
   f.nranks = nranks_;
   std::vector<uint64_t> hosts;
   for (const PeerInfo& p : peers_)
-    if (std::find(hosts.begin(), hosts.end(), p.hostHash) == hosts.end()) hosts.push_back(p.hostHash);
+    if (std::find(hosts.begin(), hosts.end(), p.hostHash) == hosts.end())
+      hosts.push_back(p.hostHash);
   f.hosts = static_cast<int>(hosts.size());
   f.ipcAllowed = ipcAllowed;
   f.built = cuda::cudaBuilt();
@@ -82,12 +83,14 @@ Status Comm::connectDevice(const std::vector<std::string>& blobs, size_t section
   for (int r = 0; r < nranks_; ++r) offers[r] = sectionOf(blobs[r], section);
   // Skipped everywhere (the usual case off a GPU machine): nothing to agree on.
   if (std::all_of(offers.begin(), offers.end(), [](const std::string& o) { return o.empty(); })) {
-    if (rank_ == 0) WEFT_INFO(kInit, "device path (cuda_ipc, direct device ops): %s", devWhy_.c_str());
+    if (rank_ == 0)
+      WEFT_INFO(kInit, "device path (cuda_ipc, direct device ops): %s", devWhy_.c_str());
     return Status();
   }
   if (!cuda::agreeOnDevicePath(offers, &devWhy_)) {
     devTransport_.reset();  // frees the FIFOs this rank had made
-    if (rank_ == 0) WEFT_INFO(kInit, "device path (cuda_ipc, direct device ops): %s", devWhy_.c_str());
+    if (rank_ == 0)
+      WEFT_INFO(kInit, "device path (cuda_ipc, direct device ops): %s", devWhy_.c_str());
     return Status();
   }
   if (devTransport_) {
@@ -100,23 +103,27 @@ Status Comm::connectDevice(const std::vector<std::string>& blobs, size_t section
     // Collective among the ranks, bounded by the bootstrap timeout.
     Status st = devTransport_->connect(peers, addrs, &devEps_);
     if (st.isError())
-      return st.withContext(strFormat("rank %d: cuda_ipc connect (WEFT_CUDA_IPC=off avoids it)", rank_));
+      return st.withContext(
+          strFormat("rank %d: cuda_ipc connect (WEFT_CUDA_IPC=off avoids it)", rank_));
   }
   Status bs = cuda::makeDeviceLocalWork(&devLocal_, cuda::ScratchMem::Device);
   if (bs.isError()) {
     // The endpoints stay (every rank's stream ops use them); this rank's
     // calls are staged.
-    WEFT_WARN(kInit, "rank %d: %s; this rank's stream calls are staged", rank_, bs.message().c_str());
+    WEFT_WARN(kInit, "rank %d: %s; this rank's stream calls are staged", rank_,
+              bs.message().c_str());
     devLocal_.reset();
   }
-  if (rank_ == 0) WEFT_INFO(kInit, "device path (cuda_ipc, direct device ops): %s", devWhy_.c_str());
+  if (rank_ == 0)
+    WEFT_INFO(kInit, "device path (cuda_ipc, direct device ops): %s", devWhy_.c_str());
   return Status();
 }
 
 void Comm::attachDevice() {
   if (!devTransport_ && !devLocal_) return;
   std::vector<Endpoint*> eps(nranks_, nullptr);
-  for (int p = 0; p < nranks_ && static_cast<size_t>(p) < devEps_.size(); ++p) eps[p] = devEps_[p].get();
+  for (int p = 0; p < nranks_ && static_cast<size_t>(p) < devEps_.size(); ++p)
+    eps[p] = devEps_[p].get();
   engine_->setDeviceTransport(devTransport_.get(), std::move(eps), std::move(devLocal_));
 }
 
@@ -124,8 +131,7 @@ void Comm::useDeviceOnThisThread() const {
   // Only with the device path: a CPU-only comm makes no CUDA call here.
   if (devDevice_ < 0 || (!devTransport_ && !(engine_ && engine_->hasDeviceLocal()))) return;
   Status st = cuda::setCurrentDevice(devDevice_);
-  if (st.isError())
-    WEFT_WARN(kInit, "rank %d: progress thread: %s", rank_, st.message().c_str());
+  if (st.isError()) WEFT_WARN(kInit, "rank %d: progress thread: %s", rank_, st.message().c_str());
 }
 
 bool Comm::keepOffArena(const OpTracker& t) const {
@@ -139,7 +145,8 @@ void Comm::devicePathFacts(cuda::DevicePathFacts* f) const {
   f->nranks = nranks_;
   std::vector<uint64_t> hosts;
   for (const PeerInfo& p : peers_)
-    if (std::find(hosts.begin(), hosts.end(), p.hostHash) == hosts.end()) hosts.push_back(p.hostHash);
+    if (std::find(hosts.begin(), hosts.end(), p.hostHash) == hosts.end())
+      hosts.push_back(p.hostHash);
   f->hosts = static_cast<int>(hosts.size());
   f->ipcAllowed = ipcAllowed_;
   f->ipcBuilt = cuda::cudaBuilt();

@@ -19,8 +19,9 @@ Status offerDevicePath(const DeviceOfferFacts& f, DeviceOffer* out, std::string*
   } else if (!f.ipcAllowed && f.nranks > 1) {
     *why = "off: WEFT_TRANSPORTS leaves cuda_ipc out";
   } else if (!on && !f.driverLoaded) {
-    *why = "off: the process had not loaded the CUDA driver when the communicator was created "
-           "(WEFT_CUDA_IPC=on sets it up anyway)";
+    *why =
+        "off: the process had not loaded the CUDA driver when the communicator was created "
+        "(WEFT_CUDA_IPC=on sets it up anyway)";
   } else {
     *out = DeviceOffer::Ask;
     *why = "asking CUDA";

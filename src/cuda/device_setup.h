@@ -24,7 +24,7 @@ namespace weft {
 namespace cuda {
 
 struct DeviceOfferFacts {
-  std::string setting;        // WEFT_CUDA_IPC: "" or "auto", "on" / "1", "off" / "0"
+  std::string setting;  // WEFT_CUDA_IPC: "" or "auto", "on" / "1", "off" / "0"
   int nranks = 1;
   int hosts = 1;              // distinct hosts among the comm's ranks
   bool ipcAllowed = true;     // WEFT_TRANSPORTS lets cuda_ipc in
@@ -33,8 +33,8 @@ struct DeviceOfferFacts {
 };
 
 enum class DeviceOffer : int {
-  Skip = 0,   // not considered at all: no CUDA call, nothing published
-  Ask = 1,    // ask CUDA (cudaState) whether this rank can offer
+  Skip = 0,  // not considered at all: no CUDA call, nothing published
+  Ask = 1,   // ask CUDA (cudaState) whether this rank can offer
 };
 
 // INVALID_USAGE naming the value for a bad WEFT_CUDA_IPC. *why: one line.

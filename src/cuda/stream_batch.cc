@@ -171,8 +171,8 @@ Status StreamBatch::stage(std::vector<void*>* sends, std::vector<void*>* recvs) 
   size_t total = kHeader;
   for (const StreamCall& c : calls_) {
     layouts_.push_back(layoutStaging(c.send, c.sendLen, c.recv, c.recvLen));
-    // Direct: the block holds only the flag words.
-    if (!direct_) total += align256(layouts_.back().bytes + kVectorBytes);  // + room to match alignment
+    // + room to match alignment; direct: the block holds only the flag words.
+    if (!direct_) total += align256(layouts_.back().bytes + kVectorBytes);
     if (std::find(streams_.begin(), streams_.end(), c.stream) == streams_.end())
       streams_.push_back(c.stream);
   }

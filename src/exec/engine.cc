@@ -563,7 +563,9 @@ void Engine::checkStalled(uint64_t now) {
     who += strFormat("rank %d (%s, pid %d)", p, peers_[p].hostname.c_str(), peers_[p].pid);
   }
   if (localPending_) {
-    const LocalWork* lw = local_ ? local_.get() : streamLocal_ ? streamLocal_.get() : deviceLocal_.get();
+    const LocalWork* lw = local_         ? local_.get()
+                          : streamLocal_ ? streamLocal_.get()
+                                         : deviceLocal_.get();
     who += strFormat("%s%zu local step(s) (%s)", who.empty() ? "" : ", ", localPending_,
                      lw ? lw->name() : "?");
   }

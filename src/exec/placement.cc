@@ -6,12 +6,12 @@ Status placeOp(const PlacementFacts& f, int nranks, OpPlacement* out) {
   OpPlacement p;
   if (f.directOp) {
     // The user's device buffers: only GPU kernels and cuda_ipc touch them.
-    if (!f.streamOp)
-      return Status(WEFT_ERR_INTERNAL, "a direct device op must be stream-ordered");
+    if (!f.streamOp) return Status(WEFT_ERR_INTERNAL, "a direct device op must be stream-ordered");
     if (!f.haveDeviceLocal)
       return Status(WEFT_ERR_INTERNAL, "direct device op, but this engine has no GPU backend");
     if (nranks > 1 && !f.deviceEndpoints)
-      return Status(WEFT_ERR_INTERNAL, "direct device op, but this engine has no cuda_ipc endpoints");
+      return Status(WEFT_ERR_INTERNAL,
+                    "direct device op, but this engine has no cuda_ipc endpoints");
     p.deviceEndpoints = nranks > 1;
     p.mem = MemType::Cuda;
     p.local = LocalRun::DeviceLocal;
@@ -47,11 +47,11 @@ Status checkRoutes(const OpPlacement& p, const Schedule& sched, int rank,
     if (!xfer) continue;
     const StepRoute r = routeStep(p, s, rank);
     if (p.mem == MemType::Cuda && s.peer == rank && p.local == LocalRun::DeviceLocal)
-      return Status(WEFT_ERR_INTERNAL,
-                    strFormat("rank %d: a direct device op sends to itself (no device self endpoint)",
-                              rank));
-    if (r.device && (s.peer < 0 || static_cast<size_t>(s.peer) >= hasDevice.size() ||
-                     !hasDevice[s.peer]))
+      return Status(
+          WEFT_ERR_INTERNAL,
+          strFormat("rank %d: a direct device op sends to itself (no device self endpoint)", rank));
+    if (r.device &&
+        (s.peer < 0 || static_cast<size_t>(s.peer) >= hasDevice.size() || !hasDevice[s.peer]))
       return Status(WEFT_ERR_INTERNAL,
                     strFormat("rank %d: no cuda_ipc endpoint to rank %d", rank, s.peer));
   }

@@ -12,11 +12,12 @@
 // CPU-only process under the default is not touched (the INIT log says
 // why, and host collectives work); WEFT_CUDA_IPC=on asks CUDA, which says
 // no, and every rank still works; a bad value is warned about.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "coll/harness.h"
@@ -151,7 +152,8 @@ std::string initLog(const std::vector<std::string>& extra, std::string* err) {
       env, 60);
   std::string log = wtest::catFiles(std::string(dir) + "/log-*");
   std::string rm = std::string("rm -rf ") + dir;
-  if (system(rm.c_str()) != 0) {}
+  if (system(rm.c_str()) != 0) {
+  }
   return log;
 }
 
@@ -164,8 +166,9 @@ TEST_CASE("device path at init off a GPU: nothing asked by default, refused clea
   // loaded the CUDA driver, they would inherit a CUDA that does not survive
   // a fork. That is a GPU machine, where this no-GPU case is not what runs.
   if (weft::cuda::driverLoaded()) {
-    WARN("the CUDA driver is loaded in this process: the no-GPU negotiation is not what runs "
-         "here");
+    WARN(
+        "the CUDA driver is loaded in this process: the no-GPU negotiation is not what runs "
+        "here");
     return;
   }
   // Default (auto): a process that never loaded the CUDA driver is left alone.

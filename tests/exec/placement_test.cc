@@ -6,6 +6,8 @@
 // every transfer was posted with. The second set stands in for cuda_ipc,
 // which cannot run without a GPU: it is an in-memory FIFO per direction
 // that matches posts in order and checks tags, as the transports do.
+#include "exec/placement.h"
+
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <deque>
@@ -17,7 +19,6 @@
 #include "core/config.h"
 #include "exec/engine.h"
 #include "exec/local_work.h"
-#include "exec/placement.h"
 
 using namespace weft;
 
@@ -41,15 +42,15 @@ TEST_CASE("placement: endpoint set, MemType and backend per kind of op", "[place
        LocalRun::Host},
       {"staged stream op, WEFT_CUDA_LOCAL_WORK=gpu", true, false, false, false, true, false, 4,
        true, false, H, LocalRun::StreamLocal},
-      {"staged stream op, comm with cuda_ipc: cuda_ipc on staging", true, false, true, false,
-       false, true, 4, true, true, C, LocalRun::Host},
+      {"staged stream op, comm with cuda_ipc: cuda_ipc on staging", true, false, true, false, false,
+       true, 4, true, true, C, LocalRun::Host},
       {"direct op", true, true, true, false, false, true, 4, true, true, C, LocalRun::DeviceLocal},
       {"direct op, gpu local work set too: still the direct backend", true, true, true, true, true,
        true, 2, true, true, C, LocalRun::DeviceLocal},
       {"direct op, one rank: no endpoints", true, true, false, false, false, true, 1, true, false,
        C, LocalRun::DeviceLocal},
-      {"direct op without a GPU backend", true, true, true, false, false, false, 4, false, false,
-       H, LocalRun::Host},
+      {"direct op without a GPU backend", true, true, true, false, false, false, 4, false, false, H,
+       LocalRun::Host},
       {"direct op without cuda_ipc", true, true, false, false, false, true, 4, false, false, H,
        LocalRun::Host},
       {"direct op that is not stream-ordered", false, true, true, false, false, true, 4, false,
@@ -84,7 +85,7 @@ TEST_CASE("placement: every transfer of real schedules routed, none to oneself o
   dev.mem = MemType::Cuda;
   dev.local = LocalRun::DeviceLocal;
   OpPlacement host;
-  const CollType types[] = {CollType::AllReduce, CollType::Broadcast, CollType::Reduce,
+  const CollType types[] = {CollType::AllReduce, CollType::Broadcast,     CollType::Reduce,
                             CollType::AllGather, CollType::ReduceScatter, CollType::AllToAll};
   for (int n : {2, 3, 4, 8}) {
     for (CollType t : types) {
