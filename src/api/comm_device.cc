@@ -151,6 +151,7 @@ void Comm::devicePathFacts(cuda::DevicePathFacts* f) const {
   f->ipcAllowed = ipcAllowed_;
   f->ipcBuilt = cuda::cudaBuilt();
   f->gpuBackend = engine_ && engine_->hasDeviceLocal();
+  f->device = devDevice_;
   f->ipcReach.assign(nranks_, false);
   for (int p = 0; p < nranks_; ++p)
     f->ipcReach[p] = p == rank_ || (static_cast<size_t>(p) < devEps_.size() && devEps_[p]);

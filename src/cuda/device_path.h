@@ -32,6 +32,9 @@ struct DevicePathFacts {
   std::vector<bool> ipcReach;
   // This rank has a GPU backend (kernels, device scratch) for direct ops.
   bool gpuBackend = true;
+  // The device the comm's device path was set up on (-1: any): buffers of
+  // another device are staged (its kernels and FIFOs live on this one).
+  int device = -1;
   // A send or receive of the call to this very rank (no cuda_ipc endpoint
   // to oneself: the host self transport carries it, on staging).
   bool selfTransfer = false;

@@ -121,7 +121,7 @@ TEST_CASE("device path: direct only for device buffers on one host that CUDA IPC
   }
 }
 
-TEST_CASE("device path: no GPU backend, a transfer to oneself, or a racing group stage",
+TEST_CASE("device path: no GPU backend, another device, a transfer to oneself, or a racing group stage",
           "[cuda-rules]") {
   BufferDesc bufs[2] = {buf("sendbuf", MemKind::Device), buf("recvbuf", MemKind::Device)};
   auto facts = [&] {
@@ -151,6 +151,18 @@ TEST_CASE("device path: no GPU backend, a transfer to oneself, or a racing group
   f.crossOverlap = true;
   CHECK(chooseDevicePath(f, &why) == DevicePath::Staged);
   CHECK(why.find("another call receives into") != std::string::npos);
+  // Buffers of another device than the one the device path was set up on.
+  f = facts();
+  f.device = 0;
+  bufs[0].device = 0;
+  bufs[1].device = 0;
+  CHECK(chooseDevicePath(f, &why) == DevicePath::Direct);
+  bufs[1].device = 1;
+  CHECK(chooseDevicePath(f, &why) == DevicePath::Staged);
+  CHECK(why.find("recvbuf is on device 1, the communicator's device path on device 0") !=
+        std::string::npos);
+  f.device = -1;  // not known: not checked
+  CHECK(chooseDevicePath(f, &why) == DevicePath::Direct);
   // Buffer kinds come first: the message names the buffer.
   bufs[1] = buf("recvbuf", MemKind::Managed);
   f = facts();
