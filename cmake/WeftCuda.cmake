@@ -38,12 +38,14 @@ endif()
 if(WEFT_CUDA)
   add_subdirectory(${PROJECT_SOURCE_DIR}/kernels/cuda ${PROJECT_BINARY_DIR}/kernels/cuda)
   weft_layer(weft_cuda src/cuda/mem_rules.cc src/cuda/runtime.cc src/cuda/stream_*.cc src/cuda/pieces.cc
-    src/cuda/device_local_work.cc src/cuda/local_work_choice.cc src/cuda/device_path.cc)
+    src/cuda/device_local_work.cc src/cuda/local_work_choice.cc src/cuda/device_path.cc
+    src/cuda/device_setup.cc)
   target_include_directories(weft_cuda SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
   target_link_libraries(weft_cuda PUBLIC CUDA::cudart_static)
 else()
   weft_layer(weft_cuda src/cuda/mem_rules.cc src/cuda/runtime_off.cc src/cuda/stream_*.cc src/cuda/pieces.cc
-    src/cuda/device_local_work_off.cc src/cuda/local_work_choice.cc src/cuda/device_path.cc)
+    src/cuda/device_local_work_off.cc src/cuda/local_work_choice.cc src/cuda/device_path.cc
+    src/cuda/device_setup.cc)
 endif()
 
 function(weft_link_cuda target)

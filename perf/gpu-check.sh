@@ -11,14 +11,16 @@
 #     SKIP on this machine fails;
 #  3. weft-cuda-bw: the 2-input reduce of 1 GiB against cudaMemcpy D2D;
 #  4. weft-perf -G (device buffers) for 1, 2 and 4 ranks as processes on
-#     the one GPU, every collective, #wrong checked (must be 0);
+#     the one GPU through the direct device path (WEFT_CUDA_IPC=on: cuda_ipc
+#     between the ranks, GPU kernels, no staging; sendrecv of one rank with
+#     itself stays staged), every collective, #wrong checked (must be 0);
+#     the INIT / COLL log must say the device path was on and taken;
 #  5. GPU local work (WEFT_CUDA_LOCAL_WORK=gpu): the stream-ordered [cuda]
 #     tests again with every reduce / copy / divide of the schedules as
 #     kernels on the comm's stream, then weft-perf -G for 2 and 4 ranks as
 #     processes over tcp with the ring in 256 KiB chunks (the inter-host
 #     pipeline: GPU reductions while other chunks are on the wire), #wrong
-#     checked. (cuda_ipc is not chosen by any communicator yet: the ranks
-#     on the one GPU still meet through pinned staging; docs/cuda.md.)
+#     checked. (WEFT_TRANSPORTS=tcp leaves cuda_ipc out: staged.)
 #  6. the NCCL shim's GPU section (tests/shim/gpu_check_shim.sh: PyTorch
 #     through the shim), now required to run on device memory.
 #
@@ -132,6 +134,9 @@ grep -E "memcpy|reduce 2|target" "$OUTDIR/cuda-bw.log" >>"$SUMMARY"
 perf_ranks() {
   local n=$1 rc=0 c
   local P="$BUILD/perf/weft-perf"
+  # weft-perf opens the device after weft_comm_init_rank: "on" sets the
+  # device path up anyway (auto would see a process without CUDA yet).
+  export WEFT_CUDA_IPC=on WEFT_DEBUG=INFO WEFT_DEBUG_SUBSYS=INIT,COLL
   echo "-- allreduce float 8 B .. 256 MiB"
   "$P" allreduce -np "$n" -G 1 -b 8 -e 256M -f 4 -n 10 -w 2 -T 1 || rc=1
   echo "-- allreduce every datatype and op, 1 KiB .. 1 MiB"
@@ -146,6 +151,18 @@ export -f perf_ranks
 for n in 1 2 4; do
   section "perf-device-np$n" 30 perf_ranks "$n"
   grep -E "Out of bounds|Avg bus" "$OUTDIR/perf-device-np$n.log" | sed "s/^/np $n: /" >>"$SUMMARY"
+  # The device path must have been set up and taken (docs/cuda.md).
+  want_on="device path (cuda_ipc, direct device ops): on: all $n ranks"
+  want_direct="direct: all $n ranks on this host reach each other by CUDA IPC"
+  [ "$n" = 1 ] && want_direct="direct: one rank, device buffers"
+  for w in "$want_on" "$want_direct"; do
+    if ! grep -qF "$w" "$OUTDIR/perf-device-np$n.log"; then
+      note "FAIL  perf-device-np$n: the log never says \"$w\""
+      failed=1
+    fi
+  done
+  grep -hoE "stream-ordered [a-z_]+: (direct|staged)[^(]*" "$OUTDIR/perf-device-np$n.log" |
+    sort | uniq -c | sed "s/^/np $n: /" | head -n 8 >>"$SUMMARY"
 done
 
 # ---- 5. GPU local work -----------------------------------------------------

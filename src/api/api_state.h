@@ -44,6 +44,8 @@ struct PendingCall {
   void* stream = nullptr;
   bool readsSend = false, writesRecv = false;
   void* recvDevice = nullptr;  // the address kernels use for recv
+  cuda::BufferDesc bufs[2];    // what CUDA said of the used buffers (device path rule)
+  int nbufs = 0;
 };
 struct GroupState {
   int depth = 0;

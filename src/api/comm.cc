@@ -84,6 +84,7 @@ Status Comm::init(const weft_unique_id_t& id) {
   }
   engine_.reset(new Engine(rank_, nranks_, cfg_, eps, owners, all, peers_));
   cuda::setUpStreamLocalWork(cfg_.cudaLocalWork, rank_, engine_.get());
+  attachDevice();
   setUpSelection();
   setUpTelemetry();
   WEFT_RETURN_IF_ERROR(agreeOnSingleCopy());
@@ -169,6 +170,12 @@ Status Comm::setUpTransports() {
     putU64(blob, a.size());
     blob += a;
   }
+  // Then the device path's offer (comm_device.cc; empty when not considered).
+  ipcAllowed_ = transportAllowed(cfg_.transports, "cuda_ipc");
+  std::string offer;
+  WEFT_RETURN_IF_ERROR(offerDevice(ctx, ipcAllowed_, &offer));
+  putU64(blob, offer.size());
+  blob += offer;
   std::vector<std::string> all;
   WEFT_RETURN_IF_ERROR(boot_->allgather(blob, &all, cfg_.bootstrapTimeoutS));
   eps_.resize(nranks_);
@@ -189,7 +196,7 @@ Status Comm::setUpTransports() {
       transports_.push_back(std::move(cands[t]));
     }
   }
-  return Status();
+  return connectDevice(all, cands.size());
 }
 
 void Comm::logInit() const {
@@ -292,7 +299,8 @@ Status Comm::enqueue(const CollArgs& args, weft_datatype_t dt, const void* send,
   std::unique_ptr<Op> op(new Op());
   op->args = args;
   op->dtype = dt;
-  const Choice choice = chooseAlgo(args);
+  Choice choice = chooseAlgo(args);
+  if (choice.algo == Algo::Shm && keepOffArena(*tracker)) choice.algo = Algo::Auto;
   if (args.type != CollType::Send && args.type != CollType::Recv) op->seq = ++collSeq_;
   if (choice.algo == Algo::Shm) {
     ArenaOp* ao = new ArenaOp(arena_, args, dt, send, recv, op->seq);
@@ -359,6 +367,7 @@ void Comm::kickProgressThread() {
 
 void Comm::progressLoop() {
   std::unique_lock<std::mutex> lk(mu);
+  useDeviceOnThisThread();
   int idle = 0;
   while (!stopThread_) {
     if (!engine_ || !engine_->busy()) {
@@ -411,6 +420,7 @@ void Comm::abort() {
     stopThread_ = true;
     if (engine_ && engine_->busy()) engine_->fail(Status(WEFT_ERR_ABORTED, "communicator was aborted"));
     for (auto& t : transports_) t->shutdown();
+    if (devTransport_) devTransport_->shutdown();
     if (boot_) boot_->shutdown();
     closed_ = true;
     progressCv_.notify_all();
@@ -424,6 +434,8 @@ Comm::~Comm() {
   engine_.reset();
   eps_.clear();
   transports_.clear();
+  devEps_.clear();
+  devTransport_.reset();
 }
 
 }  // namespace weft

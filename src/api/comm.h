@@ -17,6 +17,7 @@
 #include "algo/algo_rules.h"
 #include "algo/select.h"
 #include "bootstrap/bootstrap.h"
+#include "cuda/device_path.h"
 #include "exec/engine.h"
 #include "telemetry/telemetry.h"
 #include "topo/comm_topo.h"
@@ -60,6 +61,11 @@ class Comm {
   // Fails everything with WEFT_ERR_ABORTED and closes sockets and memory now.
   void abort();
   Status asyncError();
+  // The device path (comm_device.cc): the facts src/cuda/device_path.h
+  // decides on, and whether an op must not run on the shm arena.
+  void devicePathFacts(cuda::DevicePathFacts* f) const;
+  bool keepOffArena(const OpTracker& t) const;
+  std::string lastDevicePath;  // the last decision logged (stream_calls.cc), under `mu`
 
   std::mutex mu;
   std::string lastError;  // of the API calls on this comm
@@ -81,6 +87,14 @@ class Comm {
   // The arena's single-copy mode: on only if every rank may read every
   // other's memory and wants it (collective over the bootstrap; comm_arena.cc).
   Status agreeOnSingleCopy();
+  // The device path at init (comm_device.cc): this rank's offer, published
+  // with the transports' addresses; the connection when all offered; the
+  // hand-over to the engine.
+  Status offerDevice(const TransportContext& ctx, bool ipcAllowed, std::string* offer);
+  Status connectDevice(const std::vector<std::string>& blobs, size_t section);
+  void attachDevice();
+  // The progress thread's CUDA calls go to the comm's device (device path only).
+  void useDeviceOnThisThread() const;
   // Fills `r` for a new op and starts its clock (entry).
   void startRecord(telemetry::OpRecord& r, const CollArgs& args, weft_datatype_t dt,
                    uint64_t seq, const char* algo);
@@ -94,6 +108,14 @@ class Comm {
   std::vector<std::unique_ptr<Endpoint>> eps_;
   std::vector<std::string> transportNames_;
   std::unique_ptr<Engine> engine_;
+  // The device path: cuda_ipc (a one-host comm whose ranks all offered it),
+  // its endpoints by rank, the GPU backend until the engine takes it.
+  std::unique_ptr<Transport> devTransport_;
+  std::vector<std::unique_ptr<Endpoint>> devEps_;
+  std::unique_ptr<LocalWork> devLocal_;
+  std::string devWhy_;  // the decision, for the INIT log ("" = never considered)
+  bool ipcAllowed_ = false;
+  int devDevice_ = -1;  // the device current when the device path was set up
   shm::Arena* arena_ = nullptr;  // all ranks on this host: the shm arena
   std::unique_ptr<telemetry::Telemetry> tel_;
   int shmTx_ = 0;  // telemetry's index of the shm transport

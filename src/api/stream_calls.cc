@@ -3,7 +3,10 @@
 // a call or group of stream-ordered calls is issued: one StreamBatch
 // (src/cuda/stream_batch.h) stages the data and holds the streams, and the
 // comms' engines run the ops on the staging, gated on the streams' earlier
-// work. The caller's thread never waits for the GPU.
+// work. Where src/cuda/device_path.h allows (device buffers, one host,
+// cuda_ipc connected), the batch is direct: no staging, the ops run on the
+// user's device buffers (cuda_ipc transfers, GPU kernels). The caller's
+// thread never waits for the GPU.
 #include <algorithm>
 
 #include "api/api_state.h"
@@ -34,8 +37,60 @@ Status resolveMemory(const char* name, weft_stream_t stream, bool needSend, bool
   pc->readsSend = needSend;
   pc->writesRecv = needRecv;
   if (needRecv) pc->recvDevice = bufs[n - 1].devicePtr ? bufs[n - 1].devicePtr : pc->recv;
+  for (int i = 0; i < n; ++i) pc->bufs[i] = bufs[i];
+  pc->nbufs = n;
   return Status();
 }
+
+namespace {
+
+// Whether a call's send range overlaps another call's receive range (a
+// group): staging keeps them apart, the user's buffers would not.
+bool crossOverlap(const std::vector<PendingCall>& calls) {
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const PendingCall& s = calls[i];
+    if (!s.send || !s.readsSend) continue;
+    const auto sb = reinterpret_cast<uintptr_t>(s.send);
+    const size_t sl = sendBytes(s.args, s.comm->nranks(), s.comm->rank());
+    for (size_t j = 0; j < calls.size(); ++j) {
+      const PendingCall& r = calls[j];
+      if (j == i || !r.recv || !r.writesRecv) continue;
+      const auto rb = reinterpret_cast<uintptr_t>(r.recv);
+      const size_t rl = recvBytes(r.args, r.comm->nranks(), r.comm->rank());
+      if (sl && rl && sb < rb + rl && rb < sb + sl) return true;
+    }
+  }
+  return false;
+}
+
+// The device path for a call or group (src/cuda/device_path.h): direct only
+// when every call may run on its device buffers; logged at INFO whenever a
+// comm's answer changes.
+bool chooseDirect(const std::vector<PendingCall>& calls) {
+  const bool overlap = calls.size() > 1 && crossOverlap(calls);
+  bool direct = true;
+  for (const PendingCall& pc : calls) {
+    cuda::DevicePathFacts f;
+    std::lock_guard<std::mutex> lk(pc.comm->mu);
+    pc.comm->devicePathFacts(&f);
+    f.bufs = pc.bufs;
+    f.nbufs = pc.nbufs;
+    f.selfTransfer = (pc.args.type == CollType::Send || pc.args.type == CollType::Recv) &&
+                     pc.args.peer == pc.comm->rank();
+    f.crossOverlap = overlap;
+    std::string why;
+    const bool d = cuda::chooseDevicePath(f, &why) == cuda::DevicePath::Direct;
+    if (why != pc.comm->lastDevicePath) {
+      WEFT_INFO(kColl, "rank %d: stream-ordered %s: %s", pc.comm->rank(), collName(pc.args.type),
+                why.c_str());
+      pc.comm->lastDevicePath = why;
+    }
+    direct = direct && d;
+  }
+  return direct;
+}
+
+}  // namespace
 
 namespace {
 
@@ -47,6 +102,7 @@ struct Unit {
   std::shared_ptr<cuda::StreamBatch> batch;
   std::vector<void*> sends, recvs;
   std::shared_ptr<OpTracker> tracker;
+  bool direct = false;  // on the user's device buffers (no staging)
 };
 
 // A single allreduce, broadcast or reduce, cut into pieces (src/cuda/pieces.h).
@@ -64,13 +120,13 @@ std::vector<Unit> cut(const PendingCall& pc) {
     if (q.send) q.send = static_cast<const uint8_t*>(q.send) + off;
     if (q.recv) q.recv = static_cast<uint8_t*>(q.recv) + off;
     if (q.recvDevice) q.recvDevice = static_cast<uint8_t*>(q.recvDevice) + off;
-    units.push_back(Unit{{q}, nullptr, {}, {}, nullptr});
+    units.push_back(Unit{{q}, nullptr, {}, {}, nullptr, false});
   }
   return units;
 }
 
 Status stageUnit(Unit* u, double timeoutS) {
-  u->batch = std::make_shared<cuda::StreamBatch>(timeoutS);
+  u->batch = std::make_shared<cuda::StreamBatch>(timeoutS, u->direct);
   for (const PendingCall& pc : u->calls) {
     const int n = pc.comm->nranks(), r = pc.comm->rank();
     cuda::StreamCall sc;
@@ -96,11 +152,13 @@ Status issueStreamCalls(std::vector<PendingCall>& calls, std::shared_ptr<OpTrack
     if (std::find(comms.begin(), comms.end(), pc.comm) == comms.end()) comms.push_back(pc.comm);
   // A single call outside a group may be cut into pieces; a group (or a
   // call whose request the caller holds) stays one unit with one tracker.
+  // Direct calls are one unit: pieces exist to overlap the staging copies.
+  const bool direct = chooseDirect(calls);
   std::vector<Unit> units;
-  if (calls.size() == 1 && !trackerOut)
+  if (calls.size() == 1 && !trackerOut && !direct)
     units = cut(calls[0]);
   else
-    units.push_back(Unit{calls, nullptr, {}, {}, nullptr});
+    units.push_back(Unit{calls, nullptr, {}, {}, nullptr, direct});
   const double timeoutS = comms[0]->config().timeoutS;
 
   // 1. Every unit's copies in and events, before any wait: the copy engine
@@ -114,6 +172,7 @@ Status issueStreamCalls(std::vector<PendingCall>& calls, std::shared_ptr<OpTrack
   const bool pieces = units.size() > 1;
   for (Unit& u : units) {
     u.tracker = std::make_shared<OpTracker>();
+    u.tracker->direct = u.direct;
     std::shared_ptr<cuda::StreamBatch> batch = u.batch;
     // A group's gate may be asked under several comms' locks at once.
     auto started = std::make_shared<std::atomic<bool>>(false);

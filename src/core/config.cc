@@ -105,6 +105,7 @@ Config Config::fromEnv() {
   if (c.testAsyncLocalUs >= 0) c.shmArenaChunk = 0;
 #endif
   c.cudaLocalWork = envStr("WEFT_CUDA_LOCAL_WORK");
+  c.cudaIpc = envStr("WEFT_CUDA_IPC");
   c.topoFile = envStr("WEFT_TOPO_FILE");
   c.topoDumpFile = envStr("WEFT_TOPO_DUMP_FILE");
   c.ibHca = envStr("WEFT_IB_HCA");

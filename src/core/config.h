@@ -27,6 +27,7 @@ struct Config {
   int ibQpsPerPeer = 2;            // WEFT_IB_QPS_PER_PEER: RC queue pairs per peer
   std::string netGdr;              // WEFT_NET_GDR: auto (""), 0, 1
   std::string cudaLocalWork;       // WEFT_CUDA_LOCAL_WORK: stream calls' local steps: host | gpu
+  std::string cudaIpc;             // WEFT_CUDA_IPC: cuda_ipc between one host's ranks: auto | on | off
   std::string topoFile;            // WEFT_TOPO_FILE: load this topology instead of detecting
   std::string topoDumpFile;        // WEFT_TOPO_DUMP_FILE: write the topology used here
 

@@ -25,6 +25,7 @@ namespace cuda {
 namespace {
 
 void freePinned(uint8_t* p) { pinnedFree(p); }
+void freeDevice(uint8_t* p) { deviceFree(p); }
 
 // Makes `dev` current for the scope, restoring the caller's device.
 class OnDevice {
@@ -49,7 +50,8 @@ Status launchError(const char* what, int e) {
 
 class DeviceLocalWork : public LocalWork {
  public:
-  DeviceLocalWork(int dev, void* stream) : dev_(dev), stream_(stream) {}
+  DeviceLocalWork(int dev, void* stream, ScratchMem scratch)
+      : dev_(dev), stream_(stream), scratch_(scratch) {}
   ~DeviceLocalWork() override {
     OnDevice on(dev_);
     drain(10);
@@ -109,6 +111,12 @@ class DeviceLocalWork : public LocalWork {
   }
   Status allocScratch(size_t bytes, ScratchPtr* out) override {
     void* p = nullptr;
+    if (scratch_ == ScratchMem::Device) {
+      OnDevice on(dev_);
+      WEFT_RETURN_IF_ERROR(deviceAlloc(bytes, &p));
+      *out = ScratchPtr(static_cast<uint8_t*>(p), ScratchFree{&freeDevice});
+      return Status();
+    }
     WEFT_RETURN_IF_ERROR(pinnedAlloc(bytes, &p));
     *out = ScratchPtr(static_cast<uint8_t*>(p), ScratchFree{&freePinned});
     return Status();
@@ -140,6 +148,7 @@ class DeviceLocalWork : public LocalWork {
 
   const int dev_;
   void* const stream_;
+  const ScratchMem scratch_;
   uint64_t submitted_ = 0, finished_ = 0;
   std::deque<InFlight> inflight_;
   std::vector<void*> free_;
@@ -147,13 +156,14 @@ class DeviceLocalWork : public LocalWork {
 
 }  // namespace
 
-Status makeDeviceLocalWork(std::unique_ptr<LocalWork>* out) {
+Status makeDeviceLocalWork(std::unique_ptr<LocalWork>* out, ScratchMem scratch) {
   const CudaState cs = cudaState();
   if (!cs.usable) return Status(WEFT_ERR_CUDA, "GPU local work: " + cs.why);
   void* stream = nullptr;
   WEFT_RETURN_IF_ERROR(streamCreate(&stream));
-  out->reset(new DeviceLocalWork(cs.device, stream));
-  WEFT_INFO(kInit, "GPU local work on device %d", cs.device);
+  out->reset(new DeviceLocalWork(cs.device, stream, scratch));
+  WEFT_INFO(kInit, "GPU local work on device %d (scratch in %s memory)", cs.device,
+            scratch == ScratchMem::Device ? "device" : "mapped pinned");
   return Status();
 }
 

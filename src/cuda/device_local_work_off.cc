@@ -4,7 +4,7 @@
 namespace weft {
 namespace cuda {
 
-Status makeDeviceLocalWork(std::unique_ptr<LocalWork>*) {
+Status makeDeviceLocalWork(std::unique_ptr<LocalWork>*, ScratchMem) {
   return Status(WEFT_ERR_CUDA, "GPU local work: this weft was built without CUDA");
 }
 

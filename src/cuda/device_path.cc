@@ -19,6 +19,26 @@ DevicePath chooseDevicePath(const DevicePathFacts& f, std::string* why) {
     *why = "staged: this weft was built without CUDA";
     return DevicePath::Staged;
   }
+  if (!f.gpuBackend) {
+    *why = "staged: this rank has no GPU backend for direct ops (see the INIT log)";
+    return DevicePath::Staged;
+  }
+  for (int i = 0; i < f.nbufs; ++i) {
+    const BufferDesc& b = f.bufs[i];
+    if (b.ptr && f.device >= 0 && b.device != f.device) {
+      *why = strFormat("staged: %s is on device %d, the communicator's device path on device %d",
+                       b.role, b.device, f.device);
+      return DevicePath::Staged;
+    }
+  }
+  if (f.selfTransfer) {
+    *why = "staged: a send or receive to this rank itself";
+    return DevicePath::Staged;
+  }
+  if (f.crossOverlap) {
+    *why = "staged: a send of the group reads a buffer another call receives into";
+    return DevicePath::Staged;
+  }
   if (f.nranks == 1) {
     *why = "direct: one rank, device buffers";
     return DevicePath::Direct;

@@ -5,9 +5,9 @@
 // staging, copy out). A pure decision on facts the communicator knows,
 // tested on the CPU case by case (tests/cuda, [cuda-rules]).
 //
-// NOT WIRED YET: no communicator runs the direct path (the engine cannot
-// yet bind device buffers to cuda_ipc endpoints next to its host ones;
-// docs/cuda.md, "Not done yet"). Every stream-ordered call is staged.
+// src/api/stream_calls.cc asks it for every stream-ordered call or group
+// (and logs the answer at INFO when it changes); the communicator provides
+// the facts it set up at init (src/api/comm_device.cc).
 #pragma once
 
 #include <string>
@@ -30,6 +30,17 @@ struct DevicePathFacts {
   // ipcReach[p]: CUDA IPC works from this rank to rank p (the transport
   // connected: handles opened, or the same process). Size nranks.
   std::vector<bool> ipcReach;
+  // This rank has a GPU backend (kernels, device scratch) for direct ops.
+  bool gpuBackend = true;
+  // The device the comm's device path was set up on (-1: any): buffers of
+  // another device are staged (its kernels and FIFOs live on this one).
+  int device = -1;
+  // A send or receive of the call to this very rank (no cuda_ipc endpoint
+  // to oneself: the host self transport carries it, on staging).
+  bool selfTransfer = false;
+  // In a group, a send reads a range that another call receives into: the
+  // staging's copy of the send data keeps the two apart; direct would race.
+  bool crossOverlap = false;
 };
 
 // The path, and one line saying why (for the INFO log).

@@ -173,6 +173,12 @@ void ipcClose(void* p) {
   if (p && cudaIpcCloseMemHandle(p) != cudaSuccess) cudaGetLastError();
 }
 
+Status setCurrentDevice(int dev) {
+  cudaError_t e = cudaSetDevice(dev);
+  if (e != cudaSuccess) return cudaError("cudaSetDevice", e);
+  return Status();
+}
+
 Status streamCreate(void** stream) {
   cudaStream_t s = nullptr;
   cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);

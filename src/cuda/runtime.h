@@ -50,6 +50,10 @@ constexpr size_t kIpcHandleBytes = 64;
 Status ipcHandle(void* base, std::string* handle);
 Status ipcOpen(const std::string& handle, void** p);
 void ipcClose(void* p);
+// Makes `dev` the calling thread's current device (cudaSetDevice): a
+// comm's progress thread works on the comm's device, so that its CUDA calls
+// create no context on device 0. An error when CUDA refuses.
+Status setCurrentDevice(int dev);
 // A non-blocking stream of the current device, for a transport's copies.
 Status streamCreate(void** stream);
 void streamDestroy(void* stream);

@@ -33,6 +33,7 @@ void deviceFree(void*) {}
 Status ipcHandle(void*, std::string*) { return off(); }
 Status ipcOpen(const std::string&, void**) { return off(); }
 void ipcClose(void*) {}
+Status setCurrentDevice(int) { return off(); }
 Status streamCreate(void**) { return off(); }
 void streamDestroy(void*) {}
 Status copyAsync(void*, const void*, size_t, void*) { return off(); }

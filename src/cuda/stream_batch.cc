@@ -142,7 +142,15 @@ StagingLayout layoutStaging(const void* send, size_t sendLen, const void* recv, 
   return l;
 }
 
-StreamBatch::StreamBatch(double timeoutS) : timeoutS_(timeoutS) {}
+namespace {
+std::atomic<uint64_t> gDirectBatches{0};
+}  // namespace
+
+uint64_t directBatches() { return gDirectBatches.load(std::memory_order_relaxed); }
+
+StreamBatch::StreamBatch(double timeoutS, bool direct) : timeoutS_(timeoutS), direct_(direct) {
+  if (direct) gDirectBatches.fetch_add(1, std::memory_order_relaxed);
+}
 
 StreamBatch::~StreamBatch() {
   // Whatever happened, a stream waiting on this batch is let go.
@@ -163,7 +171,8 @@ Status StreamBatch::stage(std::vector<void*>* sends, std::vector<void*>* recvs) 
   size_t total = kHeader;
   for (const StreamCall& c : calls_) {
     layouts_.push_back(layoutStaging(c.send, c.sendLen, c.recv, c.recvLen));
-    total += align256(layouts_.back().bytes + kVectorBytes);  // + room to match alignment
+    // + room to match alignment; direct: the block holds only the flag words.
+    if (!direct_) total += align256(layouts_.back().bytes + kVectorBytes);
     if (std::find(streams_.begin(), streams_.end(), c.stream) == streams_.end())
       streams_.push_back(c.stream);
   }
@@ -176,7 +185,16 @@ Status StreamBatch::stage(std::vector<void*>* sends, std::vector<void*>* recvs) 
   size_t at = kHeader;
   sends->clear();
   recvs->clear();
-  for (size_t i = 0; i < calls_.size(); ++i) {
+  for (size_t i = 0; i < calls_.size() && direct_; ++i) {
+    // The ops read and write the user's device buffers; only those the call
+    // uses (a non-root's reduce recvbuf may be anything: no schedule
+    // touches it, tests/exec/placement_test.cc).
+    const StreamCall& c = calls_[i];
+    regions_.push_back(nullptr);
+    sends->push_back(c.send && c.readSend ? const_cast<void*>(c.send) : nullptr);
+    recvs->push_back(c.writeRecv ? c.recv : nullptr);
+  }
+  for (size_t i = 0; i < calls_.size() && !direct_; ++i) {
     const StreamCall& c = calls_[i];
     const StagingLayout& l = layouts_[i];
     // The region sits at the user's buffers' offset modulo 16, so that the
@@ -206,7 +224,7 @@ Status StreamBatch::release() {
     WEFT_RETURN_IF_ERROR(streamWaitFlag(&f->flag, ticket_, &f->status, timeoutS_, s));
     released_ = true;  // from here on, complete() must run
   }
-  for (size_t i = 0; i < calls_.size(); ++i) {
+  for (size_t i = 0; i < calls_.size() && !direct_; ++i) {
     const StreamCall& c = calls_[i];
     const StagingLayout& l = layouts_[i];
     uint8_t* region = regions_[i];

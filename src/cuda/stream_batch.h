@@ -55,10 +55,18 @@ struct StreamCall {
   bool writeRecv = false;
 };
 
+// How many direct batches (no staging) this process has issued: the tests
+// check that a call took the device path.
+uint64_t directBatches();
+
 class StreamBatch {
  public:
   // timeoutS bounds the wait for the streams' earlier work (WEFT_TIMEOUT_S).
-  explicit StreamBatch(double timeoutS);
+  // direct: the ops run on the user's device buffers themselves (the device
+  // path, src/cuda/device_path.h): no staging, no copies in or out; the
+  // gate and the flag work as staged. A failed direct batch may leave its
+  // receive buffers partly written (as NCCL does); the error is the comm's.
+  explicit StreamBatch(double timeoutS, bool direct = false);
   ~StreamBatch();  // hands the staging back to the pool (after the streams are past it)
   StreamBatch(const StreamBatch&) = delete;
   StreamBatch& operator=(const StreamBatch&) = delete;
@@ -92,6 +100,7 @@ class StreamBatch {
   Block* block_ = nullptr;
   uint32_t ticket_ = 0;
   double timeoutS_;
+  bool direct_;
   uint64_t gateSinceNs_ = 0;
   std::atomic<bool> open_{false};
   std::atomic<bool> completed_{false};

@@ -10,6 +10,7 @@
 #include "core/clock.h"
 #include "core/cpu.h"
 #include "core/log.h"
+#include "exec/placement.h"
 #include "kernels/cpu/reduce.h"
 
 namespace weft {
@@ -57,17 +58,49 @@ Engine::~Engine() {
   if (!localPending_) return;
   if (local_) local_->drain(cfg_.timeoutS);
   if (streamLocal_) streamLocal_->drain(cfg_.timeoutS);
+  if (deviceLocal_) deviceLocal_->drain(cfg_.timeoutS);
+}
+
+void Engine::setDeviceTransport(Transport* t, std::vector<Endpoint*> eps,
+                                std::unique_ptr<LocalWork> deviceLocal) {
+  if (t) transports_.push_back(t);  // no poll fd, no doorbell: pollFds_ stays as it is
+  devEps_ = std::move(eps);
+  devEps_.resize(nranks_, nullptr);
+  hasDevEp_.assign(nranks_, false);
+  for (int p = 0; p < nranks_; ++p) hasDevEp_[p] = devEps_[p] != nullptr;
+  deviceLocal_ = std::move(deviceLocal);
 }
 
 void Engine::enqueue(std::unique_ptr<Op> op) {
   op->enqueueNs = nowNs();
   op->state.assign(op->sched.steps.size(), Op::kPending);
   op->comps.resize(op->sched.steps.size());
-  op->lw = op->tracker && op->tracker->gate && streamLocal_ ? streamLocal_.get() : local_.get();
+  PlacementFacts pf;
+  pf.streamOp = op->tracker && op->tracker->gate;
+  pf.directOp = op->tracker && op->tracker->direct;
+  pf.deviceEndpoints = std::any_of(hasDevEp_.begin(), hasDevEp_.end(), [](bool b) { return b; });
+  pf.haveLocal = local_ != nullptr;
+  pf.haveStreamLocal = streamLocal_ != nullptr;
+  pf.haveDeviceLocal = deviceLocal_ != nullptr;
+  OpPlacement place;
+  Status ps = placeOp(pf, nranks_, &place);
+  if (ps.isOk() && !op->runner) ps = checkRoutes(place, op->sched, rank_, hasDevEp_);
+  switch (place.local) {
+    case LocalRun::Host: op->lw = nullptr; break;
+    case LocalRun::Local: op->lw = local_.get(); break;
+    case LocalRun::StreamLocal: op->lw = streamLocal_.get(); break;
+    case LocalRun::DeviceLocal: op->lw = deviceLocal_.get(); break;
+  }
+  op->deviceEps = place.deviceEndpoints;
+  op->mem = place.mem;
   if (op->lw) op->local.assign(op->sched.steps.size(), 0);
   if (ops_.empty()) lastProgressNs_ = op->enqueueNs;
   if (!error_.isOk()) {
     finishOp(*op, error_);
+    return;
+  }
+  if (ps.isError()) {
+    finishOp(*op, ps.withContext(strFormat("rank %d: %s", rank_, op->describe().c_str())));
     return;
   }
   if (op->sched.scratchBytes) {
@@ -81,6 +114,7 @@ void Engine::enqueue(std::unique_ptr<Op> op) {
     finishOp(*op, Status());
     return;
   }
+  if (op->deviceEps) ++deviceOps_;
   ops_.push_back(std::move(op));
   fresh_ = true;
 }
@@ -146,7 +180,7 @@ void Engine::fail(const Status& st) {
   if (localPending_) {
     // Local work still running writes into the ops' buffers: it must end
     // before the ops end (the caller may then free its buffers).
-    for (LocalWork* lw : {local_.get(), streamLocal_.get()}) {
+    for (LocalWork* lw : {local_.get(), streamLocal_.get(), deviceLocal_.get()}) {
       if (!lw || lw->drain(cfg_.timeoutS)) continue;
       WEFT_WARN(kColl, "rank %d: local work on %s still running after %.0f s; leaking its buffers",
                 rank_, lw->name(), cfg_.timeoutS);
@@ -158,6 +192,7 @@ void Engine::fail(const Status& st) {
   xfersInFlight_ = 0;
   for (auto& op : ops_) finishOp(*op, error_);
   ops_.clear();
+  deviceOps_ = 0;
   spare_.clear();
   if (tel_) tel_->dumpFlightRecorder(error_.message());
 }
@@ -237,6 +272,22 @@ bool Engine::copyStep(Op& op, size_t i, Status* st) {
   return true;
 }
 
+Endpoint* Engine::endpoint(const Op& op, const Step& s) const {
+  if (!op.deviceEps) return eps_[s.peer];
+  OpPlacement p;
+  p.deviceEndpoints = true;
+  p.mem = op.mem;
+  return routeStep(p, s, rank_).device ? devEps_[s.peer] : eps_[s.peer];
+}
+
+MemType Engine::memOf(const Op& op, const Step& s) const {
+  if (!op.deviceEps) return MemType::Host;
+  OpPlacement p;
+  p.deviceEndpoints = true;
+  p.mem = op.mem;
+  return routeStep(p, s, rank_).mem;
+}
+
 // Runs or posts step i (pending, dependencies done). Returns false when the
 // transport had no room (the step stays pending and blocks its peer's queue).
 bool Engine::runStep(Op& op, size_t i) {
@@ -254,17 +305,17 @@ bool Engine::runStep(Op& op, size_t i) {
       }
       c.reset();
       c.stamp = op.rec.stamp;
-      st = eps_[s.peer]->postSend(bind(op, s.a), s.bytes, op.tag, MemType::Host, &c);
+      st = endpoint(op, s)->postSend(bind(op, s.a), s.bytes, op.tag, memOf(op, s), &c);
       if (tel_ && st.code() != kNoResource) op.rec.sent[peerTx_[s.peer]] += s.bytes;
       break;
     case StepKind::Recv:
       c.reset();
-      st = eps_[s.peer]->postRecv(bind(op, s.dst), s.bytes, op.tag, MemType::Host, &c);
+      st = endpoint(op, s)->postRecv(bind(op, s.dst), s.bytes, op.tag, memOf(op, s), &c);
       if (st.isOk()) noteRecv(op, c);
       break;
     case StepKind::RecvReduce:
       c.reset();
-      st = eps_[s.peer]->postRecv(bind(op, s.b), s.bytes, op.tag, MemType::Host, &c);
+      st = endpoint(op, s)->postRecv(bind(op, s.b), s.bytes, op.tag, memOf(op, s), &c);
       if (st.isOk()) {
         noteRecv(op, c);
         local = !reduceStep(op, i, &st);
@@ -445,11 +496,15 @@ bool Engine::progress() {
   if (!error_.isOk()) return true;
   while (!ops_.empty() && ops_.front()->finished) {
     giveBackScratch(*ops_.front());
+    if (ops_.front()->deviceEps) --deviceOps_;
     ops_.pop_front();
   }
   if (std::any_of(ops_.begin(), ops_.end(), [](const std::unique_ptr<Op>& o) { return o->finished; })) {
     for (auto& o : ops_)
-      if (o->finished) giveBackScratch(*o);
+      if (o->finished) {
+        giveBackScratch(*o);
+        if (o->deviceEps) --deviceOps_;
+      }
     ops_.erase(std::remove_if(ops_.begin(), ops_.end(),
                               [](const std::unique_ptr<Op>& o) { return o->finished; }),
                ops_.end());
@@ -512,17 +567,23 @@ void Engine::checkStalled(uint64_t now) {
     if (!who.empty()) who += ", ";
     who += strFormat("rank %d (%s, pid %d)", p, peers_[p].hostname.c_str(), peers_[p].pid);
   }
-  if (localPending_)
+  if (localPending_) {
+    const LocalWork* lw = local_         ? local_.get()
+                          : streamLocal_ ? streamLocal_.get()
+                                         : deviceLocal_.get();
     who += strFormat("%s%zu local step(s) (%s)", who.empty() ? "" : ", ", localPending_,
-                     local_ ? local_->name() : streamLocal_->name());
+                     lw ? lw->name() : "?");
+  }
   fail(Status(WEFT_ERR_TIMEOUT,
               strFormat("rank %d: %s made no progress for %.0f s (WEFT_TIMEOUT_S); waiting for %s",
                         rank_, oldest->describe().c_str(), idleS, who.c_str())));
 }
 
 void Engine::idleWait(int idleRounds, int maxUs) {
-  // Local work cannot wake a sleeping engine: look again soon.
-  if (localPending_) maxUs = std::min(maxUs, 50);
+  // Local work cannot wake a sleeping engine, nor can cuda_ipc (its copies
+  // finish on the GPU; no doorbell): look again soon.
+  const bool noWake = localPending_ || deviceOps_;
+  if (noWake) maxUs = std::min(maxUs, 50);
   const uint64_t now = lastNowNs_.load(std::memory_order_relaxed);
   if (idleRounds <= 1) {
     // A new idle period; the last one lasted about lastIdleNs_ - idleSince.
@@ -547,7 +608,7 @@ void Engine::idleWait(int idleRounds, int maxUs) {
   }
   // Sockets and maybe shared memory: wait on the sockets, briefly enough
   // that shared-memory peers (which cannot wake poll) are not kept waiting.
-  const long ns = doorbells_ || localPending_ ? 20000L : std::max(1000, maxUs) * 1000L;
+  const long ns = doorbells_ || noWake ? 20000L : std::max(1000, maxUs) * 1000L;
   timespec ts{ns / 1000000000L, ns % 1000000000L};
   ppoll(pollFds_.data(), pollFds_.size(), &ts, nullptr);
 }

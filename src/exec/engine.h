@@ -8,6 +8,9 @@
 //    or, with a LocalWork backend (exec/local_work.h: GPU kernels, or the
 //    tests' worker thread), are submitted and stay pending (kLocal) until
 //    the backend says they are done;
+//  * each op's transfers go to the host endpoints or, for stream-ordered
+//    ops of a one-host comm with CUDA IPC, to the cuda_ipc ones, with the
+//    MemType exec/placement.h decides;
 //  * a receive-reduce reduces as soon as its data has arrived, while later
 //    chunks are still on the wire: that is the pipeline;
 //  * nothing moving for Config::timeoutS fails every op with
@@ -66,6 +69,13 @@ class Engine {
   void setStreamLocalWork(std::unique_ptr<LocalWork> streamOps) {
     streamLocal_ = std::move(streamOps);
   }
+  // The cuda_ipc transport of a one-host communicator (nullptr when none),
+  // its endpoints by rank (nullptr for this rank and unreached ones), and
+  // the GPU backend of direct device ops (device scratch). Progressed with
+  // the others; used per op as exec/placement.h decides. Before any op.
+  void setDeviceTransport(Transport* t, std::vector<Endpoint*> eps,
+                          std::unique_ptr<LocalWork> deviceLocal);
+  bool hasDeviceLocal() const { return deviceLocal_ != nullptr; }
   // Records ops into `tel` (nullptr: not at all); peerTransport[p] is the
   // telemetry index of the transport that serves peer p.
   void setTelemetry(telemetry::Telemetry* tel, std::vector<int> peerTransport) {
@@ -91,6 +101,9 @@ class Engine {
   void checkStalled(uint64_t now);
   bool passOverOps();
   uint8_t* bind(Op& op, BufRef ref) const;
+  // The endpoint and MemType of transfer step `s` (exec/placement.h's routeStep).
+  Endpoint* endpoint(const Op& op, const Step& s) const;
+  MemType memOf(const Op& op, const Step& s) const;
   // Scratch buffers are reused across ops (no allocation, no zeroing per op).
   Status takeScratch(Op& op);
   void giveBackScratch(Op& op);
@@ -132,8 +145,11 @@ class Engine {
   bool spans_ = false;
   // Local work on a backend (nullptr: host, inline), the steps it has in
   // flight, and the transfers in flight (for the overlap count).
-  std::unique_ptr<LocalWork> local_, streamLocal_;
+  std::unique_ptr<LocalWork> local_, streamLocal_, deviceLocal_;
+  std::vector<Endpoint*> devEps_;  // cuda_ipc, by rank (setDeviceTransport)
+  std::vector<bool> hasDevEp_;
   size_t localPending_ = 0;
+  size_t deviceOps_ = 0;  // ops in ops_ whose transfers go through cuda_ipc
   size_t xfersInFlight_ = 0;
 };
 

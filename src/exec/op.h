@@ -30,6 +30,10 @@ struct OpTracker {
   // start only once `gate` opens (*open); an error from it fails them.
   // `onDone` runs once, when the last op finishes, with the outcome.
   std::function<Status(bool* open)> gate;
+  // Stream-ordered ops on the user's device buffers, no staging (the
+  // direct path, src/cuda/device_path.h): the engine posts them on its
+  // cuda_ipc endpoints and runs their local steps on its GPU backend.
+  bool direct = false;
   std::function<void(const Status&)> onDone;
   void finishOne(const Status& st) {
     if (st.isError()) {
@@ -94,6 +98,8 @@ struct Op {
   std::vector<uint8_t> state;
   std::vector<Completion> comps;
   LocalWork* lw = nullptr;       // runs the local steps (nullptr: the host, inline)
+  bool deviceEps = false;        // transfers to other ranks on the cuda_ipc endpoints
+  MemType mem = MemType::Host;   // ... posted with this (exec/placement.h)
   std::vector<uint64_t> local;  // per step: lw's ticket (only with lw)
   size_t firstPending = 0;  // steps before it are all done
   size_t doneCount = 0;

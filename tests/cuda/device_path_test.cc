@@ -1,7 +1,7 @@
 // chooseDevicePath (src/cuda/device_path.h): when a stream-ordered call may
 // run directly on device buffers through cuda_ipc, case by case. The rule
-// is pure; it runs here exactly as next to a GPU. (Not wired into the
-// communicator yet: docs/cuda.md.)
+// is pure; it runs here exactly as next to a GPU. src/api/stream_calls.cc
+// applies it to every stream-ordered call.
 #include "cuda/device_path.h"
 
 #include <catch2/catch.hpp>
@@ -119,4 +119,54 @@ TEST_CASE("device path: direct only for device buffers on one host that CUDA IPC
     INFO(why);
     CHECK(why.find(c.says) != std::string::npos);
   }
+}
+
+TEST_CASE("device path: no GPU backend, another device, a transfer to oneself, or a racing group stage",
+          "[cuda-rules]") {
+  BufferDesc bufs[2] = {buf("sendbuf", MemKind::Device), buf("recvbuf", MemKind::Device)};
+  auto facts = [&] {
+    DevicePathFacts f;
+    f.bufs = bufs;
+    f.nbufs = 2;
+    f.nranks = 2;
+    f.ipcReach = {true, true};
+    return f;
+  };
+  std::string why;
+  DevicePathFacts f = facts();
+  CHECK(chooseDevicePath(f, &why) == DevicePath::Direct);
+  f.gpuBackend = false;
+  CHECK(chooseDevicePath(f, &why) == DevicePath::Staged);
+  CHECK(why.find("no GPU backend") != std::string::npos);
+  f = facts();
+  f.selfTransfer = true;
+  CHECK(chooseDevicePath(f, &why) == DevicePath::Staged);
+  CHECK(why.find("to this rank itself") != std::string::npos);
+  f = facts();
+  f.nranks = 1;
+  f.ipcReach = {true};
+  f.selfTransfer = true;  // sendrecv with oneself on a one-rank comm
+  CHECK(chooseDevicePath(f, &why) == DevicePath::Staged);
+  f = facts();
+  f.crossOverlap = true;
+  CHECK(chooseDevicePath(f, &why) == DevicePath::Staged);
+  CHECK(why.find("another call receives into") != std::string::npos);
+  // Buffers of another device than the one the device path was set up on.
+  f = facts();
+  f.device = 0;
+  bufs[0].device = 0;
+  bufs[1].device = 0;
+  CHECK(chooseDevicePath(f, &why) == DevicePath::Direct);
+  bufs[1].device = 1;
+  CHECK(chooseDevicePath(f, &why) == DevicePath::Staged);
+  CHECK(why.find("recvbuf is on device 1, the communicator's device path on device 0") !=
+        std::string::npos);
+  f.device = -1;  // not known: not checked
+  CHECK(chooseDevicePath(f, &why) == DevicePath::Direct);
+  // Buffer kinds come first: the message names the buffer.
+  bufs[1] = buf("recvbuf", MemKind::Managed);
+  f = facts();
+  f.gpuBackend = false;
+  CHECK(chooseDevicePath(f, &why) == DevicePath::Staged);
+  CHECK(why.find("recvbuf is managed memory") != std::string::npos);
 }

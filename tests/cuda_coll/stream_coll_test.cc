@@ -5,7 +5,9 @@
 // still running (a host function holds the stream), the collective reads
 // what that work wrote, and work queued after it sees the result.
 // A large allreduce is cut into pieces whose copies overlap the host's
-// work on earlier pieces: the overlap is counted. Skipped, saying why,
+// work on earlier pieces: the overlap is counted (with WEFT_CUDA_IPC=off:
+// otherwise this process, which has loaded CUDA, takes the direct device
+// path, tests/cuda_coll/device_path_coll_test.cc). Skipped, saying why,
 // without a device. Links weft's layers (not libweft.so) to read the counter.
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -258,6 +260,8 @@ TEST_CASE("a large allreduce on a stream is pipelined: piece copies overlap earl
   uint64_t pieces0 = 0, overlapped0 = 0;
   weft::cuda::pieceCounters(&pieces0, &overlapped0);
   const size_t count = size_t{16} << 20;  // 64 MiB of float: 16 pieces of 4 MiB
+  // Pieces are the staged path's: no cuda_ipc device path for these comms.
+  wtest::ScopedEnv ipcOff("WEFT_CUDA_IPC", "off");
   CHECK(wtest::runThreads(2, [&](weft_comm_t comm, int rank, int) -> std::string {
           TRY_CUDA(cudaSetDevice(0));
           cudaStream_t s;

@@ -11,9 +11,10 @@
 // `attached` flag, then waits (bounded by the bootstrap timeout) until every
 // peer attached to ours and unlinks their names.
 //
-// Not yet chosen by communicators: the engine runs device collectives on
-// host staging (docs/cuda.md); this transport is for the device-side engine
-// to come, and is tested on its own (tests/transport/cuda_ipc_test.cc).
+// Communicators of one host make it next to their host transports when
+// every rank offers it (src/api/comm_device.cc); the engine posts their
+// stream-ordered ops on it (src/exec/placement.h). Tested on its own in
+// tests/transport/cuda_ipc_test.cc.
 #include <unistd.h>
 
 #include <cstring>
