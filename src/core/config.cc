@@ -112,6 +112,7 @@ Config Config::fromEnv() {
   c.ibGidIndex = static_cast<int>(envLong("WEFT_IB_GID_INDEX", c.ibGidIndex, -1, 255));
   c.ibQpsPerPeer = static_cast<int>(envLong("WEFT_IB_QPS_PER_PEER", c.ibQpsPerPeer, 1, 16));
   c.netGdr = envStr("WEFT_NET_GDR");
+  c.ucxFastRndv = envLong("WEFT_UCX_FAST_RNDV", 0, 0, 1) != 0;
   return c;
 }
 

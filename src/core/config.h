@@ -26,6 +26,7 @@ struct Config {
   int ibGidIndex = -1;             // WEFT_IB_GID_INDEX: RoCE GID index; -1 = auto
   int ibQpsPerPeer = 2;            // WEFT_IB_QPS_PER_PEER: RC queue pairs per peer
   std::string netGdr;              // WEFT_NET_GDR: auto (""), 0, 1
+  bool ucxFastRndv = false;        // WEFT_UCX_FAST_RNDV: bulk endpoint without peer failure mode
   std::string cudaLocalWork;       // WEFT_CUDA_LOCAL_WORK: stream calls' local steps: host | gpu
   std::string cudaIpc;             // WEFT_CUDA_IPC: cuda_ipc between one host's ranks: auto | on | off
   std::string topoFile;            // WEFT_TOPO_FILE: load this topology instead of detecting

@@ -49,15 +49,20 @@ void checkAllUcx(const std::string& log, int n) {
 
 TEST_CASE("ucx: every collective over processes - UCX_TLS tcp and sm - 2 and 4 ranks",
           "[coll][processes][ucx]") {
-  for (const char* tls : {"UCX_TLS=tcp", "UCX_TLS=sm"}) {
+  // The last variant: large payloads on the bulk endpoint (WEFT_UCX_FAST_RNDV).
+  for (const char* tls : {"UCX_TLS=tcp", "UCX_TLS=sm", "UCX_TLS=tcp WEFT_UCX_FAST_RNDV=1"}) {
     for (int n : {2, 4}) {
+      const std::string t = tls;
+      const bool fast = t.find("FAST") != std::string::npos;
+      if (fast && n == 4) continue;
       char tmpl[] = "/tmp/weft-ucx-XXXXXX";
       REQUIRE(mkdtemp(tmpl) != nullptr);
       const std::string dir = tmpl;
       std::string err = runProcesses(
           n, allCollectives,
-          {"WEFT_TRANSPORTS=ucx", tls, "WEFT_DEBUG=INFO", "WEFT_DEBUG_SUBSYS=INIT",
-           "WEFT_DEBUG_FILE=" + dir + "/log-%p", "WEFT_TIMEOUT_S=60"});
+          {"WEFT_TRANSPORTS=ucx", t.substr(0, t.find(' ')), "WEFT_DEBUG=INFO",
+           "WEFT_DEBUG_SUBSYS=INIT", "WEFT_DEBUG_FILE=" + dir + "/log-%p", "WEFT_TIMEOUT_S=60",
+           fast ? "WEFT_UCX_FAST_RNDV=1" : "WEFT_UCX_FAST_RNDV=0"});
       std::string log = catFiles(dir + "/log-*");
       std::system(("rm -rf " + dir).c_str());
       INFO(tls << " n=" << n << "\n" << log);

@@ -120,14 +120,14 @@ class UcxPeer {
   int pid_;
   bool sameHost_;
   ucp_ep_h ep_ = nullptr;
-  // Large payloads travel on an endpoint without UCP's peer failure mode:
-  // in that mode UCP 1.13 moves rendezvous data over tcp as 64 KiB active
-  // messages (one send each) instead of one zero-copy put (a 2 MiB allreduce
-  // took 1.3x as long). Liveness does not suffer: the control endpoint still
-  // reports a lost peer (and fails everything pending with it), pids watch
-  // peers on this host, and the engine's WEFT_TIMEOUT_S bounds the rest.
-  // Equal to ep_ where the control endpoint has no failure mode either, and
-  // with RDMA transports, whose zero-copy rendezvous works in peer mode.
+  // With WEFT_UCX_FAST_RNDV=1 (over tcp), large payloads travel on an
+  // endpoint without UCP's peer failure mode: in that mode UCP 1.13 moves
+  // rendezvous data over tcp as 64 KiB active messages (one send each)
+  // instead of one zero-copy put (a 2 MiB allreduce took 1.3x as long).
+  // Off by default: a peer lost in the middle of such a transfer can trip
+  // an assertion in UCX 1.13's tcp transport that aborts this process
+  // (seen in 2 of 30 runs of the conformance suite's SIGKILL case), where
+  // weft must report the peer. Otherwise equal to ep_.
   ucp_ep_h bulkEp_ = nullptr;
   uint64_t sendSeq_ = 0, recvSeq_ = 0;
   std::vector<MsgOp*> live_;  // ops with outstanding UCP requests

@@ -192,7 +192,7 @@ Status UcxTransport::connect(const std::vector<int>& peers, const std::vector<st
     std::string host = static_cast<size_t>(p) < ctx_.peers.size() ? ctx_.peers[p].hostname : "?";
     if (host.empty()) host = "?";
     peers_[p] = std::make_unique<UcxPeer>(&sh_, p, host, h.pid, h.hostHash == hostHash_);
-    WEFT_RETURN_IF_ERROR(peers_[p]->open(blobs[p].data() + sizeof h, !rdma_));
+    WEFT_RETURN_IF_ERROR(peers_[p]->open(blobs[p].data() + sizeof h, !rdma_ && ctx_.config.ucxFastRndv));
   }
   WEFT_RETURN_IF_ERROR(hello(peers));
   if (eps->size() < static_cast<size_t>(ctx_.nranks)) eps->resize(ctx_.nranks);
