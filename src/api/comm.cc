@@ -294,6 +294,31 @@ Status Comm::runNow(const CollArgs& args, weft_datatype_t dt, const void* send, 
   return waitFor(tracker);
 }
 
+// Schedules depend only on the call's shape, the algorithm and the chunk
+// (rank, size and ring order are the comm's): a training loop that issues
+// the same collectives every step copies them instead of building them
+// again (a small allreduce's schedule took about a tenth of its engine
+// work). Eight entries, replaced round-robin.
+const Schedule* Comm::cachedSchedule(const CollArgs& a, Algo algo, size_t chunk) const {
+  for (const SchedEntry& e : schedCache_)
+    if (e.algo == algo && e.chunk == chunk && e.args.type == a.type && e.args.count == a.count &&
+        e.args.eltSize == a.eltSize && e.args.op == a.op && e.args.root == a.root &&
+        e.args.peer == a.peer && e.args.inPlace == a.inPlace)
+      return &e.sched;
+  return nullptr;
+}
+
+void Comm::cacheSchedule(const CollArgs& a, Algo algo, size_t chunk, const Schedule& s) {
+  constexpr size_t kEntries = 8;
+  SchedEntry e{a, algo, chunk, s};
+  if (schedCache_.size() < kEntries) {
+    schedCache_.push_back(std::move(e));
+  } else {
+    schedCache_[schedNext_] = std::move(e);
+    schedNext_ = (schedNext_ + 1) % kEntries;
+  }
+}
+
 Status Comm::enqueue(const CollArgs& args, weft_datatype_t dt, const void* send, void* recv,
                      const std::shared_ptr<OpTracker>& tracker, bool stageSend) {
   std::unique_ptr<Op> op(new Op());
@@ -308,17 +333,23 @@ Status Comm::enqueue(const CollArgs& args, weft_datatype_t dt, const void* send,
     op->sched.algorithm = "shm";
     if (tel()) ao->setTelemetry(tel(), &op->rec, shmTx_);
   } else {
-    BuildParams p;
-    p.rank = rank_;
-    p.nranks = nranks_;
-    p.chunkBytes = cfg_.chunkBytes ? cfg_.chunkBytes : choice.chunkBytes;
-    p.slots = 4;
-    p.algo = choice.algo;
-    if (choice.algo == Algo::Hierarchical) p.hosts = hostIds_;
-    Status bs = topo::buildScheduleInRingOrder(topo_, args, p, &op->sched);
-    if (bs.isError()) {
-      if (op->seq) --collSeq_;
-      return bs;
+    const size_t chunk = cfg_.chunkBytes ? cfg_.chunkBytes : choice.chunkBytes;
+    if (const Schedule* cached = cachedSchedule(args, choice.algo, chunk)) {
+      op->sched = *cached;
+    } else {
+      BuildParams p;
+      p.rank = rank_;
+      p.nranks = nranks_;
+      p.chunkBytes = chunk;
+      p.slots = 4;
+      p.algo = choice.algo;
+      if (choice.algo == Algo::Hierarchical) p.hosts = hostIds_;
+      Status bs = topo::buildScheduleInRingOrder(topo_, args, p, &op->sched);
+      if (bs.isError()) {
+        if (op->seq) --collSeq_;
+        return bs;
+      }
+      cacheSchedule(args, choice.algo, chunk, op->sched);
     }
   }
   op->tag = opTag(args, dt, op->seq);

@@ -123,6 +123,17 @@ class Comm {
   CostModel model_;
   topo::CommTopology topo_;  // the View: ring order, path class per peer
   std::vector<int> hostIds_;  // host index of each rank (BuildParams::hosts)
+  // Recently built schedules (Comm::enqueue), under mu.
+  struct SchedEntry {
+    CollArgs args;
+    Algo algo;
+    size_t chunk;
+    Schedule sched;
+  };
+  std::vector<SchedEntry> schedCache_;
+  size_t schedNext_ = 0;
+  const Schedule* cachedSchedule(const CollArgs& a, Algo algo, size_t chunk) const;
+  void cacheSchedule(const CollArgs& a, Algo algo, size_t chunk, const Schedule& s);
   AlgoRules rules_;  // WEFT_ALGO
   struct CachedChoice {
     CollType type = CollType::Send;
