@@ -18,6 +18,7 @@ namespace {
 
 constexpr int kMaxIov = 64;
 constexpr size_t kHdr = sizeof(PartHeader);
+constexpr size_t kSpill = 64 << 10;
 
 }  // namespace
 
@@ -100,6 +101,11 @@ Status TcpPeer::postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Compl
     p.tag = tag;
     p.msgLen = len;
     streams_[(first + j) % nsocks_].recvq.push_back(p);
+  }
+  // Bytes already spilled for this message raise no epoll event: take them now.
+  for (int j = 0; j < n && j < nsocks_; ++j) {
+    const int sock = (first + j) % nsocks_;
+    if (streams_[sock].spillLen > 0) WEFT_RETURN_IF_ERROR(flushRecv(streams_[sock], sock));
   }
   return Status::inProgress();
 }
@@ -207,12 +213,49 @@ Status TcpPeer::checkHeader(const RecvPart& p, int sock) {
   return Status::ok();
 }
 
+Status TcpPeer::absorb(Stream& s, int sock, const char* src, size_t n, size_t* took) {
+  *took = 0;
+  while (!s.recvq.empty() && *took < n) {
+    RecvPart& p = s.recvq.front();
+    size_t take = std::min(n - *took, kHdr + p.len - p.done);
+    const char* from = src + *took;
+    *took += take;
+    if (p.done < kHdr) {
+      const size_t h = std::min(take, kHdr - p.done);
+      memcpy(reinterpret_cast<char*>(&p.hdr) + p.done, from, h);
+      p.done += h;
+      from += h;
+      take -= h;
+      if (p.done == kHdr) WEFT_RETURN_IF_ERROR(checkHeader(p, sock));
+    }
+    if (take) {
+      memcpy(p.data + (p.done - kHdr), from, take);
+      p.done += take;
+    }
+    if (p.done < kHdr + p.len) break;
+    const uint64_t op = p.op;
+    s.recvq.pop_front();
+    partDone(recvOps_, &recvBase_, op);
+  }
+  return Status::ok();
+}
+
 Status TcpPeer::flushRecv(Stream& s, int sock) {
+  // Spilled bytes first: they came before anything still in the socket.
+  if (s.spillLen > 0) {
+    size_t took = 0;
+    WEFT_RETURN_IF_ERROR(absorb(s, sock, s.spill.data() + s.spillHead, s.spillLen, &took));
+    s.spillHead += took;
+    s.spillLen -= took;
+    if (s.spillLen > 0) return Status::ok();  // nothing posted takes the rest yet
+    s.spillHead = 0;
+    if (s.recvq.empty()) return Status::ok();
+  }
   iovec iov[kMaxIov];
-  while (!s.recvq.empty()) {
+  for (;;) {
     int cnt = 0;
-    size_t total = 0;
-    for (size_t i = 0; i < s.recvq.size() && cnt + 2 <= kMaxIov; ++i) {
+    size_t total = 0, i = 0;
+    for (; i < s.recvq.size() && cnt + 2 <= kMaxIov; ++i) {
       RecvPart& p = s.recvq[i];
       if (p.done < kHdr) {
         iov[cnt++] = {reinterpret_cast<char*>(&p.hdr) + p.done, kHdr - p.done};
@@ -224,14 +267,30 @@ Status TcpPeer::flushRecv(Stream& s, int sock) {
         total += p.len - dataDone;
       }
     }
+    // Every posted part is in the array and they are small: read on into
+    // the spill buffer (kept in order: it is the last iovec).
+    const bool spill = i == s.recvq.size() && cnt < kMaxIov && total < kSpill;
+    if (spill) {
+      if (s.spill.empty()) s.spill.resize(kSpill);
+      iov[cnt++] = {s.spill.data(), kSpill};
+    }
+    if (cnt == 0) return Status::ok();
     ssize_t n = readv(s.fd, iov, cnt);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::ok();
       return lost(strerror(errno));
     }
-    if (n == 0) return lost("closed by the peer");
-    size_t left = static_cast<size_t>(n);
+    if (n == 0) {
+      // The peer is gone. With nothing posted that is no loss yet: what it
+      // sent before is in the spill buffer for the receives to come.
+      if (!s.recvq.empty()) return lost("closed by the peer");
+      markHup(s, sock);
+      return Status::ok();
+    }
+    const size_t got = static_cast<size_t>(n);
+    // The posted parts take what the kernel put in their iovecs, in order.
+    size_t left = std::min(got, total);
     while (!s.recvq.empty() && left > 0) {
       RecvPart& p = s.recvq.front();
       bool hadHeader = p.done >= kHdr;
@@ -244,9 +303,14 @@ Status TcpPeer::flushRecv(Stream& s, int sock) {
       s.recvq.pop_front();
       partDone(recvOps_, &recvBase_, op);
     }
-    if (static_cast<size_t>(n) < total) return Status::ok();  // drained
+    if (got > total) {  // the rest went to the spill buffer
+      s.spillHead = 0;
+      s.spillLen = got - total;
+      return Status::ok();
+    }
+    if (got < total) return Status::ok();  // drained
+    if (s.recvq.empty()) return Status::ok();
   }
-  return Status::ok();
 }
 
 Status TcpPeer::onEvent(int sock, uint32_t events) {
@@ -254,7 +318,9 @@ Status TcpPeer::onEvent(int sock, uint32_t events) {
   Stream& s = streams_[sock];
   if ((events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && !s.sendq.empty())
     WEFT_RETURN_IF_ERROR(flushSend(s));
-  if (!s.recvq.empty()) {
+  if (!s.recvq.empty() || ((events & EPOLLIN) && s.spillLen == 0)) {
+    // With nothing posted, a message that arrives early goes to the spill
+    // buffer (up to kSpill bytes) instead of waking every poll until posted.
     if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
       WEFT_RETURN_IF_ERROR(flushRecv(s, sock));
   } else if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
@@ -334,6 +400,7 @@ void TcpPeer::abort() {
   for (Stream& s : streams_) {
     s.sendq.clear();
     s.recvq.clear();
+    s.spillLen = 0;
     net::closeFd(&s.fd);
   }
   dropOps(sendOps_, nullptr);

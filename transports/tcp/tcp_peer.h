@@ -3,8 +3,12 @@
 // and a FIFO of parts to receive; the k-th part queued on a stream at one end
 // is the k-th at the other. Sends go out with sendmsg (header and payload of
 // as many queued parts as fit in one iovec array); receives are read with
-// readv straight into the posted buffers, and only when posted, so TCP flow
-// control holds back a sender that runs ahead.
+// readv straight into the posted buffers. What follows them on the stream,
+// up to kSpill bytes, is read in the same call into the stream's spill
+// buffer and handed to the receives posted next: a stream of small
+// messages (pipelined broadcasts) costs one readv per many messages instead
+// of one each. Beyond that, TCP flow control holds back a sender that runs
+// ahead.
 #pragma once
 
 #include <sys/uio.h>
@@ -74,11 +78,16 @@ class TcpPeer {
     RingQueue<RecvPart> recvq;
     bool outArmed = false;  // EPOLLOUT in the epoll set
     bool hup = false;       // peer hung up; removed from the epoll set
+    std::vector<char> spill;  // bytes read past the posted receives
+    size_t spillHead = 0, spillLen = 0;
   };
 
   Status checkPost(MemType mem) const;
   Status flushSend(Stream& s);
   Status flushRecv(Stream& s, int sock);
+  // Copies up to n bytes at `src` into the front receive part(s) of `s`;
+  // returns how many it took.
+  Status absorb(Stream& s, int sock, const char* src, size_t n, size_t* took);
   Status checkHeader(const RecvPart& p, int sock);
   void partDone(RingQueue<Op>& ops, uint64_t* base, uint64_t op);
   void dropOps(RingQueue<Op>& ops, const Status* st);
