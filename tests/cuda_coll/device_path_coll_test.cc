@@ -24,6 +24,7 @@
 #include "cuda/pieces.h"
 #include "cuda/runtime.h"
 #include "cuda/stream_batch.h"
+#include "tests/cuda/device_util.h"
 #include "weft.h"
 
 #if WEFT_HAS_CUDA
@@ -33,22 +34,6 @@
 namespace {
 
 #if WEFT_HAS_CUDA
-bool deviceHere() {
-  int n = 0;
-  cudaError_t e = cudaGetDeviceCount(&n);
-  if (e == cudaSuccess && n > 0) return true;
-  WARN("SKIP [cuda]: no CUDA device: "
-       << (e == cudaSuccess ? "the driver reports none" : cudaGetErrorString(e))
-       << "; the direct device path needs one");
-  cudaGetLastError();
-  return false;
-}
-
-#define TRY_CUDA(call)                                                                \
-  do {                                                                                \
-    cudaError_t _e = (call);                                                          \
-    if (_e != cudaSuccess) return std::string(#call) + ": " + cudaGetErrorString(_e); \
-  } while (0)
 
 // Allreduces of `count` elements on device buffers, out of place and in
 // place; rank r contributes r + 1 + i % 13 (int32 SUM) and 2 * (r + 1)
@@ -97,7 +82,7 @@ std::string allreduces(weft_comm_t comm, int rank, int n, size_t count) {
 TEST_CASE("direct device path: allreduces on device buffers through cuda_ipc, ranks on one GPU",
           "[cuda]") {
 #if WEFT_HAS_CUDA
-  if (!deviceHere()) return;
+  if (!haveDevice()) return;
   for (int n : {1, 2, 3}) {
     // One chunk; many chunks of the ring (scratch in device memory); a
     // size the staged path would cut into pieces.

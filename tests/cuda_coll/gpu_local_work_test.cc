@@ -16,31 +16,11 @@
 #include "cuda/runtime.h"
 #include "exec/local_work.h"
 #include "kernels/cpu/reduce.h"
+#include "tests/cuda/device_util.h"
 #include "weft.h"
 
 #if WEFT_HAS_CUDA
-#include <cuda_runtime.h>
-#endif
-
 namespace {
-
-bool gpuHere() {
-  weft::cuda::CudaState s = weft::cuda::cudaState();
-  if (s.usable) return true;
-  WARN("SKIP [cuda]: " << s.why << "; this test needs a CUDA device");
-  return false;
-}
-
-}  // namespace
-
-#if WEFT_HAS_CUDA
-namespace {
-
-#define TRY_CUDA(call)                                                                \
-  do {                                                                                \
-    cudaError_t _e = (call);                                                          \
-    if (_e != cudaSuccess) return std::string(#call) + ": " + cudaGetErrorString(_e); \
-  } while (0)
 
 // Polls ticket t until done, for at most 10 s.
 bool waitDone(weft::LocalWork& lw, uint64_t t) {
@@ -54,7 +34,7 @@ bool waitDone(weft::LocalWork& lw, uint64_t t) {
 }  // namespace
 
 TEST_CASE("GPU local work: reduce, copy and divide give the host executor's bits", "[cuda]") {
-  if (!gpuHere()) return;
+  if (!haveDevice()) return;
   std::unique_ptr<weft::LocalWork> lw;
   REQUIRE(weft::cuda::makeDeviceLocalWork(&lw).isOk());
   const size_t n = 100003;
@@ -109,7 +89,7 @@ TEST_CASE("GPU local work: reduce, copy and divide give the host executor's bits
 // posted and not complete.
 TEST_CASE("GPU local work: ring reductions on the GPU overlap tcp transfers of other chunks",
           "[cuda]") {
-  if (!gpuHere()) return;
+  if (!haveDevice()) return;
   wtest::ScopedEnv e1("WEFT_CUDA_LOCAL_WORK", "gpu");
   wtest::ScopedEnv e2("WEFT_TRANSPORTS", "tcp");
   wtest::ScopedEnv e3("WEFT_SOCKET_IFNAME", "lo");
@@ -147,6 +127,6 @@ TEST_CASE("GPU local work: ring reductions on the GPU overlap tcp transfers of o
 }
 #else
 TEST_CASE("GPU local work: reduce, copy and divide give the host executor's bits", "[cuda]") {
-  gpuHere();  // says why it skips
+  haveDevice();  // says why it skips
 }
 #endif

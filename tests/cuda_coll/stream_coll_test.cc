@@ -18,40 +18,15 @@
 
 #include "coll/harness.h"
 #include "cuda/pieces.h"
+#include "tests/cuda/device_util.h"
 #include "weft.h"
 
 #if WEFT_HAS_CUDA
 #include <cuda_runtime.h>
 #endif
 
-namespace {
-
-// Asks the CUDA runtime directly (the same one weft uses here).
-bool haveDevice() {
-#if WEFT_HAS_CUDA
-  int n = 0;
-  cudaError_t e = cudaGetDeviceCount(&n);
-  if (e == cudaSuccess && n > 0) return true;
-  WARN("SKIP [cuda]: no CUDA device: "
-       << (e == cudaSuccess ? "the driver reports none" : cudaGetErrorString(e))
-       << "; this test needs a CUDA device");
-  cudaGetLastError();
-#else
-  WARN("SKIP [cuda]: this weft was built without CUDA");
-#endif
-  return false;
-}
-
-}  // namespace
-
 #if WEFT_HAS_CUDA
 namespace {
-
-#define TRY_CUDA(call)                                                                \
-  do {                                                                                \
-    cudaError_t _e = (call);                                                          \
-    if (_e != cudaSuccess) return std::string(#call) + ": " + cudaGetErrorString(_e); \
-  } while (0)
 
 void CUDART_CB holdStream(void* ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(*static_cast<int*>(ms)));
