@@ -3,6 +3,8 @@
 #include <fstream>
 #include <string>
 
+#include "core/file.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
 #define WEFT_HAVE_TSC 1
@@ -18,19 +20,12 @@ struct TscClock {
 };
 
 #ifdef WEFT_HAVE_TSC
-std::string firstLine(const char* path) {
-  std::ifstream f(path);
-  std::string s;
-  std::getline(f, s);
-  return s;
-}
-
 // The counter is usable when it ticks at a constant rate through sleep
 // states (constant_tsc, nonstop_tsc) and the kernel trusts it enough to
 // keep its own time with it (clocksource tsc): then it is also synchronized
 // across cores.
 bool tscTrusted() {
-  if (firstLine("/sys/devices/system/clocksource/clocksource0/current_clocksource") != "tsc")
+  if (readFirstLine("/sys/devices/system/clocksource/clocksource0/current_clocksource") != "tsc")
     return false;
   std::ifstream f("/proc/cpuinfo");
   std::string line;

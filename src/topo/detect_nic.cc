@@ -8,20 +8,13 @@
 #include <stdlib.h>
 
 #include <cstdio>
-#include <fstream>
 
+#include "core/file.h"
 #include "topo/detect.h"
 
 namespace weft {
 namespace topo {
 namespace {
-
-std::string readLine(const std::string& path) {
-  std::ifstream f(path);
-  std::string s;
-  if (f) std::getline(f, s);
-  return s;
-}
 
 // The PCI device a sysfs device link leads to: the last path component of
 // its real path that reads as a bus id (virtio and other buses sit below it).
@@ -67,11 +60,11 @@ void findRdma(std::vector<NicInfo>* out, std::vector<std::string>* notes) {
     nic.name = name;
     nic.busId = pciOfSysfs(dir + "/device");
     // Port 1: "100 Gb/sec (4X EDR)", "InfiniBand" or "Ethernet".
-    const std::string rate = readLine(dir + "/ports/1/rate");
+    const std::string rate = readFirstLine(dir + "/ports/1/rate");
     double gbps = 0;
     if (sscanf(rate.c_str(), "%lf", &gbps) == 1) nic.speedGbps = gbps;
-    nic.type = readLine(dir + "/ports/1/link_layer") == "Ethernet" ? "roce" : "ib";
-    nic.gid = readLine(dir + "/ports/1/gids/0");
+    nic.type = readFirstLine(dir + "/ports/1/link_layer") == "Ethernet" ? "roce" : "ib";
+    nic.gid = readFirstLine(dir + "/ports/1/gids/0");
     out->push_back(nic);
   }
   notes->push_back(strFormat("ibverbs: %d RDMA device(s)", list ? n : 0));
@@ -104,7 +97,7 @@ void findEthernet(std::vector<NicInfo>* out, std::vector<std::string>* notes) {
     nic.busId = bus;
     nic.type = "eth";
     // Mb/s; -1 (or an error) when the driver does not know (virtio).
-    const long mbps = atol(readLine(dir + "/speed").c_str());
+    const long mbps = atol(readFirstLine(dir + "/speed").c_str());
     if (mbps > 0) nic.speedGbps = mbps / 1000.0;
     out->push_back(nic);
     ++found;
