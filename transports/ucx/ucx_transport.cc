@@ -243,10 +243,12 @@ Status UcxTransport::hello(const std::vector<int>& peers) {
     if (sh_.sticky.isError()) result = sh_.sticky;
     if (dl.expired()) {
       std::string missing;
-      for (Pending& q : ps)
-        if ((pendingOf(q.send) || pendingOf(q.recv)) &&
-            missing.find(strFormat(" %d ", q.peer)) == std::string::npos)
-          missing += strFormat(" %d ", q.peer);
+      // A peer's two hellos (control, bulk) are adjacent in ps.
+      for (size_t i = 0; i < ps.size(); i += 2) {
+        bool late = false;
+        for (size_t k = i; k < i + 2; ++k) late |= pendingOf(ps[k].send) || pendingOf(ps[k].recv);
+        if (late) missing += strFormat(" %d", ps[i].peer);
+      }
       result = Status(WEFT_ERR_TIMEOUT,
                       strFormat("ucx transport: rank %d: connect timed out after %.0f s "
                                 "(WEFT_BOOTSTRAP_TIMEOUT_S); still missing:%s",
