@@ -286,9 +286,17 @@ Status Comm::runNow(const CollArgs& args, weft_datatype_t dt, const void* send, 
       return st;
     }
   }
-  auto tracker = std::make_shared<OpTracker>();
+  std::shared_ptr<OpTracker> tracker;
   {
     std::lock_guard<std::mutex> lk(mu);
+    // The last blocking call's tracker, unless something still holds it
+    // (the engine lets go when the op finishes).
+    if (nowTracker_ && nowTracker_.use_count() == 1 && nowTracker_->pending.load() == 0) {
+      nowTracker_->status = Status();
+    } else {
+      nowTracker_ = std::make_shared<OpTracker>();
+    }
+    tracker = nowTracker_;
     WEFT_RETURN_IF_ERROR(enqueue(args, dt, send, recv, tracker));
   }
   return waitFor(tracker);
@@ -321,7 +329,7 @@ void Comm::cacheSchedule(const CollArgs& a, Algo algo, size_t chunk, const Sched
 
 Status Comm::enqueue(const CollArgs& args, weft_datatype_t dt, const void* send, void* recv,
                      const std::shared_ptr<OpTracker>& tracker, bool stageSend) {
-  std::unique_ptr<Op> op(new Op());
+  std::unique_ptr<Op> op = engine_->newOp();
   op->args = args;
   op->dtype = dt;
   Choice choice = chooseAlgo(args);

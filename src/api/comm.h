@@ -71,6 +71,7 @@ class Comm {
   std::string lastError;  // of the API calls on this comm
 
  private:
+  std::shared_ptr<OpTracker> nowTracker_;  // reused by runNow (under mu)
   Comm() = default;
   Status init(const weft_unique_id_t& id);
   Status exchangePeerInfo();

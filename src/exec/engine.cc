@@ -71,8 +71,27 @@ void Engine::setDeviceTransport(Transport* t, std::vector<Endpoint*> eps,
   deviceLocal_ = std::move(deviceLocal);
 }
 
+std::unique_ptr<Op> Engine::newOp() {
+  if (freeOps_.empty()) return std::unique_ptr<Op>(new Op());
+  std::unique_ptr<Op> op = std::move(freeOps_.back());
+  freeOps_.pop_back();
+  return op;
+}
+
+void Engine::retire(std::unique_ptr<Op>& op) {
+  giveBackScratch(*op);
+  if (op->deviceEps) --deviceOps_;
+  constexpr size_t kFreeOps = 16;
+  if (freeOps_.size() < kFreeOps) {
+    op->reset();
+    freeOps_.push_back(std::move(op));
+  }
+  op.reset();
+}
+
 void Engine::enqueue(std::unique_ptr<Op> op) {
-  op->enqueueNs = nowNs();
+  // The telemetry's entry time when it has one: one clock read less.
+  op->enqueueNs = op->rec.entryNs ? op->rec.entryNs : nowNs();
   op->state.assign(op->sched.steps.size(), Op::kPending);
   op->comps.resize(op->sched.steps.size());
   PlacementFacts pf;
@@ -170,6 +189,8 @@ void Engine::finishOp(Op& op, const Status& st) {
   op.status = st;
   if (tel_ && op.rec.entryNs) tel_->end(op.rec, st.code(), nowNs());
   if (op.tracker) op.tracker->finishOne(st);
+  // Nothing reads a finished op's tracker: the caller may reuse it at once.
+  op.tracker.reset();
 }
 
 void Engine::fail(const Status& st) {
@@ -495,18 +516,14 @@ bool Engine::progress() {
   moved |= passOverOps();
   if (!error_.isOk()) return true;
   while (!ops_.empty() && ops_.front()->finished) {
-    giveBackScratch(*ops_.front());
-    if (ops_.front()->deviceEps) --deviceOps_;
+    retire(ops_.front());
     ops_.pop_front();
   }
   if (std::any_of(ops_.begin(), ops_.end(), [](const std::unique_ptr<Op>& o) { return o->finished; })) {
     for (auto& o : ops_)
-      if (o->finished) {
-        giveBackScratch(*o);
-        if (o->deviceEps) --deviceOps_;
-      }
+      if (o->finished) retire(o);
     ops_.erase(std::remove_if(ops_.begin(), ops_.end(),
-                              [](const std::unique_ptr<Op>& o) { return o->finished; }),
+                              [](const std::unique_ptr<Op>& o) { return !o; }),
                ops_.end());
   }
   // At most one clock read per call, which idleWait (following every

@@ -50,6 +50,8 @@ class Engine {
   // Takes an op whose schedule and buffers are set; it starts on the next
   // progress(). Fails it at once when the engine is in error.
   void enqueue(std::unique_ptr<Op> op);
+  // An Op to fill and enqueue: a recycled one when the engine has one.
+  std::unique_ptr<Op> newOp();
   // Advances transports and ops without blocking; true when anything moved.
   bool progress();
   // Waits a little when idle (idleRounds: progress() calls in a row that
@@ -107,6 +109,8 @@ class Engine {
   // Scratch buffers are reused across ops (no allocation, no zeroing per op).
   Status takeScratch(Op& op);
   void giveBackScratch(Op& op);
+  // Takes a finished op out of ops_: scratch back to the pool, the Op to freeOps_.
+  void retire(std::unique_ptr<Op>& op);
 
   int rank_, nranks_;
   Config cfg_;
@@ -115,6 +119,7 @@ class Engine {
   std::vector<Transport*> transports_;
   std::vector<PeerInfo> peers_;
   std::deque<std::unique_ptr<Op>> ops_;
+  std::vector<std::unique_ptr<Op>> freeOps_;  // finished ops, for newOp()
   Status error_;
   uint64_t lastProgressNs_ = 0;
   uint64_t lastLivenessNs_ = 0;

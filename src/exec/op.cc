@@ -47,4 +47,25 @@ uint64_t opTag(const CollArgs& args, weft_datatype_t dt, uint64_t seq) {
 
 std::string Op::describe() const { return describeOp(args, dtype, seq); }
 
+void Op::reset() {
+  std::vector<Step> steps = std::move(sched.steps);
+  std::vector<uint32_t> deps = std::move(sched.deps);
+  std::vector<uint8_t> st = std::move(state), stagedBuf = std::move(staged);
+  std::vector<Completion> cs = std::move(comps);
+  std::vector<uint64_t> loc = std::move(local);
+  *this = Op();
+  steps.clear();
+  deps.clear();
+  st.clear();
+  stagedBuf.clear();
+  cs.clear();
+  loc.clear();
+  sched.steps = std::move(steps);
+  sched.deps = std::move(deps);
+  state = std::move(st);
+  staged = std::move(stagedBuf);
+  comps = std::move(cs);
+  local = std::move(loc);
+}
+
 }  // namespace weft
