@@ -43,9 +43,10 @@ Comm* lookupCommCached(weft_comm_t c, Status* st) {
   // (its destroy moved the generation) and fails as before. Not owning:
   // destroying a communicator while another thread still calls it is
   // undefined, as in NCCL.
-  thread_local weft_comm_t lastHandle = nullptr;
-  thread_local uint64_t lastGen = 0;
-  thread_local Comm* last = nullptr;
+  // initial-exec: no __tls_get_addr call (24 bytes of static TLS).
+  static thread_local weft_comm_t lastHandle __attribute__((tls_model("initial-exec"))) = nullptr;
+  static thread_local uint64_t lastGen __attribute__((tls_model("initial-exec"))) = 0;
+  static thread_local Comm* last __attribute__((tls_model("initial-exec"))) = nullptr;
   const uint64_t gen = gRegistryGen.load(std::memory_order_acquire);
   if (c && c == lastHandle && gen == lastGen) return last;
   std::shared_ptr<Comm> found = lookupComm(c, st);

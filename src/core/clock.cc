@@ -61,12 +61,28 @@ uint64_t nowNs() {
 #ifdef WEFT_HAVE_TSC
   static const TscClock clock = calibrate();
   if (clock.ok) {
-    thread_local uint64_t anchorTsc = 0, anchorNs = 0, last = 0;
+    // initial-exec: read without a call to __tls_get_addr (a few bytes of
+    // static TLS, which glibc keeps spare for dlopened libraries).
+    static thread_local uint64_t anchorTsc __attribute__((tls_model("initial-exec"))) = 0;
+    static thread_local uint64_t anchorNs __attribute__((tls_model("initial-exec"))) = 0;
+    static thread_local uint64_t last __attribute__((tls_model("initial-exec"))) = 0;
     const uint64_t t = __rdtsc();
     uint64_t v;
     if (anchorNs == 0 || t - anchorTsc >= clock.reanchorTicks) {
-      anchorNs = systemNowNs();
-      anchorTsc = __rdtsc();
+      // The system clock between two counter reads, the pair taken at
+      // their midpoint; a pair the thread was preempted in (wider than
+      // 2 us) is taken again, up to 4 times, keeping the tightest. An
+      // anchor taken across a preemption would put every reading of the
+      // next millisecond behind by as long as the preemption lasted.
+      uint64_t best = ~0ull;
+      for (int i = 0; i < 4 && best > clock.reanchorTicks / 500; ++i) {
+        const uint64_t c0 = __rdtsc(), ns = systemNowNs(), c1 = __rdtsc();
+        if (c1 - c0 < best) {
+          best = c1 - c0;
+          anchorNs = ns;
+          anchorTsc = c0 + (c1 - c0) / 2;
+        }
+      }
       v = anchorNs;
     } else {
       v = anchorNs + static_cast<uint64_t>(static_cast<double>(t - anchorTsc) * clock.nsPerTick);
