@@ -502,8 +502,14 @@ bool Engine::progress() {
     moved = passOverOps();
     if (!error_.isOk()) return true;
   }
-  for (Transport* t : transports_) {
-    Status st = t->progress();
+  // Every op finished in that pass (sends the transports took at once,
+  // receives their buffered bytes satisfied): no poll this round. A
+  // broadcast root, or a rank whose data arrived with an earlier read,
+  // then makes no system call for the op; the next progress() polls.
+  const bool allDone = moved && std::all_of(ops_.begin(), ops_.end(),
+                                            [](const std::unique_ptr<Op>& o) { return o->finished; });
+  for (size_t i = 0; !allDone && i < transports_.size(); ++i) {
+    Status st = transports_[i]->progress();
     if (st.isError()) {
       fail(st.withContext(strFormat("rank %d", rank_)));
       return true;
