@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <vector>
 
 #include "net/socket.h"
 #include "transport/harness.h"
@@ -191,9 +192,14 @@ TEST_CASE("tcp: garbage from a connected peer is reported and pollFd wakes up",
   REQUIRE(c1.done);
   CHECK(c1.status.isOk());
   CHECK(memcmp(in, payload, 16) == 0);
-  // Then garbage on stream 1 (message 1 -> stream 1).
+  // Then garbage on stream 1: message 1, of 64 KiB, goes there (smaller
+  // messages all take stream 0; larger ones rotate, starting at seq % 2).
   Completion c2;
-  REQUIRE(eps[0]->postRecv(in, sizeof in, 0x43, MemType::Host, &c2).code() == WEFT_IN_PROGRESS);
+  std::vector<char> big(tcp::kMinPartBytes);
+  REQUIRE(tcp::firstStream(big.size(), 1, 2) == 1);
+  REQUIRE(tcp::firstStream(16, 1, 2) == 0);
+  REQUIRE(eps[0]->postRecv(big.data(), big.size(), 0x43, MemType::Host, &c2).code() ==
+          WEFT_IN_PROGRESS);
   char junk[64];
   memset(junk, 0x99, sizeof junk);
   send(fds[1], junk, sizeof junk, MSG_NOSIGNAL);

@@ -58,7 +58,7 @@ Status TcpPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem,
   const int n = numParts(len, nsocks_);
   sendOps_.push_back({c, n});
   ++*pending_;
-  const int first = static_cast<int>(seq % static_cast<uint64_t>(nsocks_));
+  const int first = firstStream(len, seq, nsocks_);
   int fresh[16];  // streams that were idle: write at once
   int nfresh = 0;
   for (int j = 0; j < n; ++j) {
@@ -88,7 +88,7 @@ Status TcpPeer::postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Compl
   const int n = numParts(len, nsocks_);
   recvOps_.push_back({c, n});
   ++*pending_;
-  const int first = static_cast<int>(seq % static_cast<uint64_t>(nsocks_));
+  const int first = firstStream(len, seq, nsocks_);
   for (int j = 0; j < n; ++j) {
     size_t off, plen;
     partRange(len, n, j, &off, &plen);

@@ -62,6 +62,16 @@ inline int numParts(size_t len, int nsocks) {
   return n < static_cast<size_t>(nsocks) ? static_cast<int>(n) : nsocks;
 }
 
+// The stream that carries part 0 of message `seq`. Large messages rotate
+// over the streams; small ones (a single part under kMinPartBytes) all take
+// stream 0, so that a rank that falls behind reads a run of them in one
+// readv instead of one per stream in turn (4-rank 64 B broadcasts over tcp:
+// 0.85-0.9 -> 0.53-0.61 reads per op at the leaves).
+inline int firstStream(size_t len, uint64_t seq, int nsocks) {
+  if (len < kMinPartBytes) return 0;
+  return static_cast<int>(seq % static_cast<uint64_t>(nsocks));
+}
+
 // Part j of a message of len bytes cut into n parts: [*off, *off + *plen).
 inline void partRange(size_t len, int n, int j, size_t* off, size_t* plen) {
   size_t base = len / static_cast<size_t>(n);
