@@ -506,8 +506,12 @@ bool Engine::progress() {
   // receives their buffered bytes satisfied): no poll this round. A
   // broadcast root, or a rank whose data arrived with an earlier read,
   // then makes no system call for the op; the next progress() polls.
-  const bool allDone = moved && std::all_of(ops_.begin(), ops_.end(),
-                                            [](const std::unique_ptr<Op>& o) { return o->finished; });
+  // Every 32nd such round still polls: a rank that only ever sends keeps
+  // hearing of its peers (hangups, a transport's own messages).
+  bool allDone = moved && std::all_of(ops_.begin(), ops_.end(),
+                                      [](const std::unique_ptr<Op>& o) { return o->finished; });
+  if (allDone && ++unpolled_ >= 32) allDone = false;
+  if (!allDone) unpolled_ = 0;
   for (size_t i = 0; !allDone && i < transports_.size(); ++i) {
     Status st = transports_[i]->progress();
     if (st.isError()) {

@@ -126,6 +126,7 @@ class Engine {
   uint32_t gen_ = 0;
   bool fresh_ = false;  // ops were enqueued since the last progress()
   int idleCalls_ = 0;   // progress() calls since the clock was last read
+  int unpolled_ = 0;    // rounds in a row that skipped the transports' poll
   SpinBudget spin_;
   uint64_t lastIdleNs_ = 0;
   std::atomic<uint64_t> lastNowNs_{0};  // the clock at the end of the last progress()
