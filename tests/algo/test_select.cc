@@ -575,6 +575,35 @@ TEST_CASE("select: choose picks latency algorithms small and bandwidth algorithm
   for (CollType t : kColls) CHECK(pick(t, 1 << 20, model(1)) == defaultAlgo(t));
 }
 
+TEST_CASE("select: ranks sharing cores without the arena pace broadcasts by the busiest core",
+          "[select]") {
+  auto pick = [](size_t bytes, const CostModel& m) {
+    return choose(argsFor(CollType::Broadcast, bytes, m.nranks), m, nullptr).algo;
+  };
+  // Round-robin on 2 cores, root 0: the binomial tree puts 4 of 6 message
+  // ends on core 0 with 4 ranks and 10 of 14 with 8; the chain 3 and 7.
+  const CostModel four = model(4, 1, false, 2), eight = model(8, 1, false, 2);
+  CHECK(modelUs(Algo::BinomialTree, CollType::Broadcast, 64, four, 64 << 10) ==
+        Approx(modelUs(Algo::Chain, CollType::Broadcast, 64, four, 64 << 10) * 4 / 3));
+  CHECK(modelUs(Algo::BinomialTree, CollType::Broadcast, 64, eight, 64 << 10) ==
+        Approx(modelUs(Algo::Chain, CollType::Broadcast, 64, eight, 64 << 10) * 10 / 7));
+  // The root alone sends n-1 messages: the direct algorithm paces no better
+  // than the tree (10 ends on core 0 with 8 ranks as well).
+  CHECK(modelUs(Algo::Direct, CollType::Broadcast, 64, eight, 64 << 10) ==
+        Approx(modelUs(Algo::BinomialTree, CollType::Broadcast, 64, eight, 64 << 10)));
+  for (size_t bytes : {size_t{64}, size_t{16} << 10, size_t{64} << 20}) {
+    CHECK(pick(bytes, four) == Algo::Chain);
+    CHECK(pick(bytes, eight) == Algo::Chain);
+  }
+  // A core per rank: latency counts again (one round, or the tree's depth).
+  CHECK(pick(64, model(4, 1, false, 4)) != Algo::Chain);
+  // With the arena, it serves small broadcasts whatever the cores.
+  CHECK(pick(64, model(4, 1, true, 2)) == Algo::Shm);
+  // Other collectives keep the latency model.
+  CHECK(modelUs(Algo::Chain, CollType::Reduce, 64, four, 64 << 10) ==
+        Approx(modelUs(Algo::Chain, CollType::Reduce, 64, model(4, 1, false, 0), 64 << 10) * 2));
+}
+
 TEST_CASE("select: chunk sizes pipeline large messages and stay in bounds", "[select]") {
   CostModel m = model(16);
   if (algoUsable(Algo::Chain, CollType::Broadcast, m)) {
