@@ -54,7 +54,6 @@ void buildBinomialBroadcast(const CollArgs& a, const BuildParams& p, Schedule* s
   const int n = p.nranks, r = p.rank;
   if (bytes == 0) return;
   const BinomialNode node(n, a.root, r);
-  if (r == a.root && !a.inPlace) s->add(copyStep(sendAt(0), recvAt(0), bytes));
   Chunker ch(bytes, p.chunkBytes, a.eltSize);
   for (size_t j = 0; j < ch.count(); ++j) {
     uint32_t got = kNone;
@@ -66,6 +65,8 @@ void buildBinomialBroadcast(const CollArgs& a, const BuildParams& p, Schedule* s
     for (size_t c = node.children.size(); c-- > 0;)
       s->add(sendStep(node.children[c], src, ch.len(j)), {got});
   }
+  // The root's own copy last: the data leaves first.
+  if (r == a.root && !a.inPlace) s->add(copyStep(sendAt(0), recvAt(0), bytes));
 }
 
 void buildBinomialReduce(const CollArgs& a, const BuildParams& p, Schedule* s) {

@@ -24,9 +24,11 @@ void buildChainBroadcast(const CollArgs& a, const BuildParams& p, Schedule* s) {
   if (bytes == 0) return;
   Chunker ch(bytes, p.chunkBytes, a.eltSize);
   if (q == 0) {
+    for (size_t j = 0; n > 1 && j < ch.count(); ++j)
+      s->add(sendStep(next, sendAt(ch.off(j)), ch.len(j)));
+    // The root's own copy last: the data leaves first, and the copy runs
+    // while the next rank receives it.
     if (!a.inPlace) s->add(copyStep(sendAt(0), recvAt(0), bytes));
-    if (n == 1) return;
-    for (size_t j = 0; j < ch.count(); ++j) s->add(sendStep(next, sendAt(ch.off(j)), ch.len(j)));
     return;
   }
   for (size_t j = 0; j < ch.count(); ++j) {

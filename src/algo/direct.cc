@@ -212,9 +212,10 @@ void buildDirectBroadcast(const CollArgs& a, const BuildParams& p, Schedule* s) 
       s->add(recvStep(a.root, recvAt(ch.off(j)), ch.len(j)));
     return;
   }
-  if (!a.inPlace) s->add(copyStep(sendAt(0), recvAt(0), bytes));
   for (size_t j = 0; j < ch.count(); ++j)
     for (int k = 1; k < n; ++k) s->add(sendStep(mod(r + k, n), sendAt(ch.off(j)), ch.len(j)));
+  // The root's own copy last: the sends (which read sendbuf too) go first.
+  if (!a.inPlace) s->add(copyStep(sendAt(0), recvAt(0), bytes));
 }
 
 // Out of place every exchange is independent. In place a block may be
