@@ -187,7 +187,10 @@ void Engine::finishOp(Op& op, const Status& st) {
   if (op.finished) return;
   op.finished = true;
   op.status = st;
-  if (tel_ && op.rec.entryNs) tel_->end(op.rec, st.code(), nowNs());
+  if (tel_ && op.rec.entryNs) {
+    roundClockNs_ = nowNs();  // progress() reuses it
+    tel_->end(op.rec, st.code(), roundClockNs_);
+  }
   if (op.tracker) op.tracker->finishOne(st);
   // Nothing reads a finished op's tracker: the caller may reuse it at once.
   op.tracker.reset();
@@ -493,6 +496,7 @@ bool Engine::progress() {
     return false;
   }
   bool moved = false;
+  roundClockNs_ = 0;
   if (fresh_) {
     // Ops enqueued since the last call post their first steps before the
     // transports are polled: a small collective's sends leave one poll (a
@@ -543,7 +547,8 @@ bool Engine::progress() {
   // budget and the stall checks it serves count microseconds and seconds.
   if (moved || ++idleCalls_ >= 16) {
     idleCalls_ = 0;
-    const uint64_t now = nowNs();
+    // An op that finished in this round read the clock for its record.
+    const uint64_t now = roundClockNs_ ? roundClockNs_ : nowNs();
     lastNowNs_.store(now, std::memory_order_relaxed);
     if (moved) {
       lastProgressNs_ = now;
