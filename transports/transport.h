@@ -156,6 +156,13 @@ class Transport {
   virtual Status connect(const std::vector<int>& peers, const std::vector<std::string>& blobs,
                          std::vector<std::unique_ptr<Endpoint>>* eps) = 0;
   virtual Status progress() = 0;
+  // A count that grows whenever progress() moved bytes or handled events,
+  // whether or not an operation completed. The engine does not count such
+  // rounds as idle: a long message arriving piece by piece then never looks
+  // like a wait for a peer that is not running (after which the engine
+  // stops spinning and sleeps between the pieces). 0, never growing: the
+  // engine sees completions only.
+  virtual uint64_t activity() const { return 0; }
   // Called by the engine while it waits without progress for a while: checks
   // that the given peer is still alive (process exists, socket open).
   virtual Status checkPeer(int peer) = 0;

@@ -516,13 +516,21 @@ bool Engine::progress() {
                                       [](const std::unique_ptr<Op>& o) { return o->finished; });
   if (allDone && ++unpolled_ >= 32) allDone = false;
   if (!allDone) unpolled_ = 0;
+  uint64_t activity = lastActivity_;
   for (size_t i = 0; !allDone && i < transports_.size(); ++i) {
     Status st = transports_[i]->progress();
     if (st.isError()) {
       fail(st.withContext(strFormat("rank %d", rank_)));
       return true;
     }
+    if (i == 0) activity = 0;
+    activity += transports_[i]->activity();
   }
+  // Bytes moved without completing a step (a long message arriving piece
+  // by piece): not idle, so the spin budget is not spent and the rank does
+  // not sleep between the pieces; but no progress for the stall checks.
+  const bool active = activity != lastActivity_;
+  lastActivity_ = activity;
   if (ops_.empty()) {
     lastNowNs_.store(nowNs(), std::memory_order_relaxed);
     return moved;
@@ -545,7 +553,7 @@ bool Engine::progress() {
   // poll round of the shm FIFOs takes tens of nanoseconds, and reading the
   // clock every round was 13% of a small collective's time. The spin
   // budget and the stall checks it serves count microseconds and seconds.
-  if (moved || ++idleCalls_ >= 16) {
+  if (moved || active || ++idleCalls_ >= 16) {
     idleCalls_ = 0;
     // An op that finished in this round read the clock for its record.
     const uint64_t now = roundClockNs_ ? roundClockNs_ : nowNs();
@@ -556,7 +564,7 @@ bool Engine::progress() {
       checkStalled(now);
     }
   }
-  return moved;
+  return moved || active;
 }
 
 void Engine::checkStalled(uint64_t now) {

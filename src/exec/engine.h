@@ -127,6 +127,7 @@ class Engine {
   bool fresh_ = false;  // ops were enqueued since the last progress()
   int idleCalls_ = 0;   // progress() calls since the clock was last read
   int unpolled_ = 0;    // rounds in a row that skipped the transports' poll
+  uint64_t lastActivity_ = 0;  // the transports' activity() summed, at the last poll
   uint64_t roundClockNs_ = 0;  // the clock as finishOp read it in this progress() round (0: not read)
   SpinBudget spin_;
   uint64_t lastIdleNs_ = 0;

@@ -23,14 +23,15 @@ constexpr size_t kSpill = 64 << 10;
 }  // namespace
 
 TcpPeer::TcpPeer(int rank, int peer, const net::Address& remote, const std::vector<int>& fds,
-                 int epfd, int64_t* pending)
+                 int epfd, int64_t* pending, uint64_t* activity)
     : rank_(rank),
       peer_(peer),
       remote_(remote.toString()),
       epfd_(epfd),
       streams_(fds.size()),
       nsocks_(static_cast<int>(fds.size())),
-      pending_(pending) {
+      pending_(pending),
+      activity_(activity) {
   for (size_t i = 0; i < fds.size(); ++i) {
     streams_[i].fd = fds[i];
     epoll_event ev{};
@@ -168,6 +169,7 @@ Status TcpPeer::flushSend(Stream& s) {
       }
       return lost(strerror(errno));
     }
+    ++*activity_;
     size_t left = static_cast<size_t>(n);
     while (!s.sendq.empty()) {
       SendPart& p = s.sendq.front();
@@ -288,6 +290,7 @@ Status TcpPeer::flushRecv(Stream& s, int sock) {
       markHup(s, sock);
       return Status::ok();
     }
+    ++*activity_;
     const size_t got = static_cast<size_t>(n);
     // The posted parts take what the kernel put in their iovecs, in order.
     size_t left = std::min(got, total);

@@ -30,9 +30,10 @@ class TcpPeer {
  public:
   // Takes ownership of `fds` (one per stream) and registers them in `epfd`
   // with data.u64 = (peer << 32) | stream. `*pending` counts the operations
-  // not yet completed, over every peer of the transport.
+  // not yet completed, over every peer of the transport; `*activity` grows
+  // with every read or write that moved bytes (Transport::activity()).
   TcpPeer(int rank, int peer, const net::Address& remote, const std::vector<int>& fds, int epfd,
-          int64_t* pending);
+          int64_t* pending, uint64_t* activity);
   ~TcpPeer();
   TcpPeer(const TcpPeer&) = delete;
   TcpPeer& operator=(const TcpPeer&) = delete;
@@ -110,6 +111,7 @@ class TcpPeer {
   uint64_t recvSeq_ = 0;
   int hups_ = 0;
   int64_t* pending_;
+  uint64_t* activity_;
   Status failed_;
   bool aborted_ = false;
 };

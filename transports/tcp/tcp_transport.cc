@@ -45,6 +45,7 @@ class TcpTransport : public Transport {
   Status connect(const std::vector<int>& peers, const std::vector<std::string>& blobs,
                  std::vector<std::unique_ptr<Endpoint>>* eps) override;
   Status progress() override;
+  uint64_t activity() const override { return activity_; }
   Status checkPeer(int peer) override {
     if (peer < 0 || static_cast<size_t>(peer) >= peers_.size() || !peers_[peer])
       return Status::ok();
@@ -67,6 +68,7 @@ class TcpTransport : public Transport {
   std::vector<int> hungUp_;                      // ranks with streams out of the epoll set
   Status sticky_;                                // the first error progress() saw
   int64_t pending_ = 0;                          // unfinished operations, all peers
+  uint64_t activity_ = 0;                        // reads and writes that moved bytes (activity())
 };
 
 Status TcpTransport::localAddress(std::string* blob) {
@@ -115,7 +117,8 @@ Status TcpTransport::connect(const std::vector<int>& peers, const std::vector<st
   peers_.resize(ctx_.nranks);
   if (eps->size() < static_cast<size_t>(ctx_.nranks)) eps->resize(ctx_.nranks);
   for (int p : peers) {
-    peers_[p] = std::make_shared<TcpPeer>(ctx_.rank, p, addrs[p], fds[p], epfd_, &pending_);
+    peers_[p] = std::make_shared<TcpPeer>(ctx_.rank, p, addrs[p], fds[p], epfd_, &pending_,
+                                          &activity_);
     WEFT_RETURN_IF_ERROR(peers_[p]->failed());
     (*eps)[p] = std::make_unique<TcpEndpoint>(peers_[p]);
   }

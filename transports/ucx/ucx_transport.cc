@@ -67,11 +67,12 @@ class UcxTransport : public Transport {
     // again while they wait. Looping while UCP reports events cost one more
     // poll of its sockets (a system call) after every completion, on the
     // critical path of small collectives.
-    ucp_worker_progress(sh_.worker);
+    activity_ += ucp_worker_progress(sh_.worker);  // events handled
     ++sh_.rounds;
     for (UcxPeer* p : sh_.lost) p->sweepLost();
     return sh_.sticky;
   }
+  uint64_t activity() const override { return activity_; }
   Status checkPeer(int peer) override {
     if (peer < 0 || static_cast<size_t>(peer) >= peers_.size() || !peers_[peer])
       return Status::ok();
@@ -90,6 +91,7 @@ class UcxTransport : public Transport {
   Shared sh_;
   bool rdma_ = false;
   int efd_ = -1;  // the worker's event fd (owned by UCX)
+  uint64_t activity_ = 0;  // events ucp_worker_progress reported (activity())
   bool addressed_ = false, connected_ = false, down_ = false;
   std::vector<std::unique_ptr<UcxPeer>> peers_;  // by rank
 };
