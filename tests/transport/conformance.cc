@@ -197,6 +197,46 @@ TEST_CASE("transport: 100 messages in flight before any progress", "[transport]"
   expectPass(runGroup(spec(kind, mode, 2), manyInFlightBody(recvFirst)));
 }
 
+TEST_CASE("transport: activity() grows while a long message moves and never goes back",
+          "[transport]") {
+  // tcp counts reads and writes that moved bytes, ucx the events its worker
+  // handled; the others report none (0), which the engine reads as "only
+  // completions count".
+  Kind kind = GENERATE(from_range(withOptional({Kind::Tcp, Kind::UcxTcp})));
+  INFO(kindName(kind));
+  expectPass(runGroup(spec(kind, Mode::Threads, 2), [](Rank& r) -> std::string {
+    TP_OK(r.setup());
+    const int p = r.partner();
+    const size_t len = 16u << 20;
+    Buffer sb(len), rb(len);
+    fillPattern(sb.data(), len, seedOf(r.rank, p, len));
+    Completion cs, cr;
+    TP_POST(r.ep(p).postRecv(rb.data(), len, 0x77, MemType::Host, &cr));
+    TP_CHECK(r.barrier(), "barrier");
+    const uint64_t before = r.transport->activity();
+    TP_POST(r.ep(p).postSend(sb.data(), len, 0x77, MemType::Host, &cs));
+    uint64_t last = before, rounds = 0;
+    Deadline dl(20);
+    while (!(cs.done && cr.done) && !dl.expired()) {
+      TP_OK(r.transport->progress());
+      const uint64_t a = r.transport->activity();
+      TP_CHECK(a >= last, "activity went back from %llu to %llu",
+               static_cast<unsigned long long>(last), static_cast<unsigned long long>(a));
+      last = a;
+      ++rounds;
+    }
+    TP_CHECK(cs.done && cr.done, "16 MiB exchange did not finish in 20 s");
+    TP_OK(cr.status);
+    TP_CHECK(checkPattern(rb.data(), len, seedOf(p, r.rank, len)) == len, "payload differs");
+    // 16 MiB cannot cross a socket in one read and one write.
+    TP_CHECK(last - before >= 2, "activity grew by %llu over %llu rounds",
+             static_cast<unsigned long long>(last - before),
+             static_cast<unsigned long long>(rounds));
+    TP_CHECK(r.barrier(), "barrier");
+    return "";
+  }));
+}
+
 TEST_CASE("transport: tag and length mismatches are reported with both values", "[transport]") {
   Kind kind = GENERATE(from_range(withOptional({Kind::Self, Kind::Shm, Kind::Tcp})));
   Mode mode = GENERATE(Mode::Threads, Mode::Procs);
