@@ -199,10 +199,10 @@ TEST_CASE("transport: 100 messages in flight before any progress", "[transport]"
 
 TEST_CASE("transport: activity() grows while a long message moves and never goes back",
           "[transport]") {
-  // tcp counts reads and writes that moved bytes, ucx the events its worker
-  // handled; the others report none (0), which the engine reads as "only
-  // completions count".
-  Kind kind = GENERATE(from_range(withOptional({Kind::Tcp, Kind::UcxTcp})));
+  // tcp counts reads and writes that moved bytes, shm the slots pushed and
+  // pulled, ucx the events its worker handled; self reports none (0), which
+  // the engine reads as "only completions count".
+  Kind kind = GENERATE(from_range(withOptional({Kind::Shm, Kind::Tcp, Kind::UcxTcp})));
   INFO(kindName(kind));
   expectPass(runGroup(spec(kind, Mode::Threads, 2), [](Rank& r) -> std::string {
     TP_OK(r.setup());

@@ -29,6 +29,8 @@ class ShmChannel {
   Status postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c);
   // Advances both directions; returns the channel's error once it failed.
   Status progress();
+  // Slots this rank has published and consumed so far (never decreases).
+  uint64_t slotsMoved() const { return head_ + tail_; }
   // Puts the channel in the failed state: every pending operation completes
   // with `st`, later posts return it. Returns `st`.
   Status fail(const Status& st);

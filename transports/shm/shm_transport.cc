@@ -115,11 +115,14 @@ class ShmTransport : public Transport {
   Status progress() override {
     Status first;
     for (ShmChannel* ch : active_) {
+      const uint64_t before = ch->slotsMoved();
       Status st = ch->progress();
+      activity_ += ch->slotsMoved() - before;
       if (st.isError() && first.isOk()) first = st;
     }
     return first;
   }
+  uint64_t activity() const override { return activity_; }
 
   Status checkPeer(int peer) override {
     if (peer < 0 || static_cast<size_t>(peer) >= channels_.size() || !channels_[peer])
@@ -146,6 +149,7 @@ class ShmTransport : public Transport {
   }
 
  private:
+  uint64_t activity_ = 0;  // slots pushed and pulled (activity())
   std::string describe(int p) const {
     int pid = watches_.size() > static_cast<size_t>(p) && watches_[p] ? watches_[p]->pid() : 0;
     const std::string& host =
