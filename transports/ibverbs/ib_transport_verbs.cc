@@ -58,6 +58,7 @@ class IbTransport : public Transport {
   Status connect(const std::vector<int>& peers, const std::vector<std::string>& blobs,
                  std::vector<std::unique_ptr<Endpoint>>* eps) override;
   Status progress() override;
+  uint64_t activity() const override { return activity_; }
   Status checkPeer(int peer) override {
     if (peer < 0 || static_cast<size_t>(peer) >= peers_.size() || !peers_[peer]) return Status::ok();
     return peers_[peer]->check();
@@ -75,6 +76,7 @@ class IbTransport : public Transport {
   TransportContext ctx_;
   uint64_t hostHash_ = 0;
   Shared sh_;
+  uint64_t activity_ = 0;
   std::unique_ptr<RegCache> cache_, devCache_;
   std::vector<std::unique_ptr<IbPeer>> peers_;
   int nqps_ = 1;
@@ -233,6 +235,7 @@ void IbTransport::poll() {
       if (sh_.sticky.isOk()) sh_.sticky = Status(WEFT_ERR_SYSTEM, "ibverbs: ibv_poll_cq failed");
       return;
     }
+    activity_ += static_cast<uint64_t>(n);  // work completions (activity())
     for (int i = 0; i < n; ++i) {
       int p = wrPeer(wc[i].wr_id);
       if (p >= 0 && p < ctx_.nranks && peers_[p]) peers_[p]->onCompletion(wc[i]);
