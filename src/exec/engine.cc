@@ -366,6 +366,13 @@ bool Engine::runStep(Op& op, size_t i) {
   return true;
 }
 
+// Step i finished after it was posted or handed to local work.
+void Engine::stepDone(Op& op, size_t i) {
+  op.state[i] = Op::kDone;
+  op.doneCount++;
+  if (i == op.firstPending) op.firstPending++;
+}
+
 bool Engine::advanceOp(Op& op, std::vector<uint32_t>& sendGen, std::vector<uint32_t>& recvGen,
                        uint32_t gen, size_t* budget) {
   bool moved = false;
@@ -398,10 +405,8 @@ bool Engine::advanceOp(Op& op, std::vector<uint32_t>& sendGen, std::vector<uint3
         moved = true;
         continue;
       }
-      op.state[i] = Op::kDone;
-      op.doneCount++;
+      stepDone(op, i);
       moved = true;
-      if (i == op.firstPending) op.firstPending++;
       continue;
     }
     if (st == Op::kLocal) {
@@ -413,10 +418,8 @@ bool Engine::advanceOp(Op& op, std::vector<uint32_t>& sendGen, std::vector<uint3
         }
         continue;
       }
-      op.state[i] = Op::kDone;
-      op.doneCount++;
+      stepDone(op, i);
       moved = true;
-      if (i == op.firstPending) op.firstPending++;
       continue;
     }
     if ((isSend && sendGen[s.peer] == gen) || (isRecv && recvGen[s.peer] == gen)) continue;

@@ -90,6 +90,7 @@ class Engine {
   bool advanceOp(Op& op, std::vector<uint32_t>& sendGen, std::vector<uint32_t>& recvGen,
                  uint32_t gen, size_t* budget);
   bool runStep(Op& op, size_t i);
+  void stepDone(Op& op, size_t i);
   // A receive of `op` completed with `c` (first byte, arrival stamp).
   void noteRecv(Op& op, const Completion& c);
   // Local work of step i, timed when telemetry is on. True when done now;
