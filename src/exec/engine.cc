@@ -519,21 +519,23 @@ bool Engine::progress() {
                                       [](const std::unique_ptr<Op>& o) { return o->finished; });
   if (allDone && ++unpolled_ >= 32) allDone = false;
   if (!allDone) unpolled_ = 0;
-  uint64_t activity = lastActivity_;
-  for (size_t i = 0; !allDone && i < transports_.size(); ++i) {
-    Status st = transports_[i]->progress();
-    if (st.isError()) {
-      fail(st.withContext(strFormat("rank %d", rank_)));
-      return true;
+  bool active = false;
+  if (!allDone) {
+    uint64_t activity = 0;
+    for (Transport* t : transports_) {
+      Status st = t->progress();
+      if (st.isError()) {
+        fail(st.withContext(strFormat("rank %d", rank_)));
+        return true;
+      }
+      activity += t->activity();
     }
-    if (i == 0) activity = 0;
-    activity += transports_[i]->activity();
+    // Bytes moved without completing a step (a long message arriving piece
+    // by piece): not idle, so the spin budget is not spent and the rank does
+    // not sleep between the pieces; but no progress for the stall checks.
+    active = activity != lastActivity_;
+    lastActivity_ = activity;
   }
-  // Bytes moved without completing a step (a long message arriving piece
-  // by piece): not idle, so the spin budget is not spent and the rank does
-  // not sleep between the pieces; but no progress for the stall checks.
-  const bool active = activity != lastActivity_;
-  lastActivity_ = activity;
   if (ops_.empty()) {
     lastNowNs_.store(nowNs(), std::memory_order_relaxed);
     return moved;
