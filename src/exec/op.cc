@@ -1,5 +1,7 @@
 #include "exec/op.h"
 
+#include <new>
+
 #include "core/status.h"
 #include "core/tag.h"
 #include "kernels/cpu/reduce.h"
@@ -53,7 +55,13 @@ void Op::reset() {
   std::vector<uint8_t> st = std::move(state), stagedBuf = std::move(staged);
   std::vector<Completion> cs = std::move(comps);
   std::vector<uint64_t> loc = std::move(local);
-  *this = Op();
+  // Rebuilt in place, default-initialized: every member takes its
+  // initializer, and the record's spans (unused until nspans says so) are
+  // not cleared. `*this = Op()` zeroed and then copied the whole op,
+  // record included: a 1-rank 8-byte allreduce took 0.26 us with it, 0.23
+  // without.
+  this->~Op();
+  new (this) Op;
   steps.clear();
   deps.clear();
   st.clear();
