@@ -1,6 +1,7 @@
 // The C API for collectives and point-to-point: argument checks (a clear
 // error and no buffer written on bad input), then one call of a group.
 #include "api/api_state.h"
+#include "core/clock.h"
 #include "kernels/cpu/reduce.h"
 
 using namespace weft;
@@ -23,7 +24,7 @@ bool overlaps(const void* a, size_t alen, const void* b, size_t blen) {
 }
 
 Status check(const Comm* c, const Call& k, weft_stream_t stream, CollArgs* out,
-             PendingCall* pc) {
+             PendingCall* pc, uint64_t now) {
   const char* name = collName(k.type);
   const int n = c->nranks();
   if (static_cast<int>(k.dtype) < 0 || k.dtype >= WEFT_NUM_DATATYPES)
@@ -77,7 +78,7 @@ Status check(const Comm* c, const Call& k, weft_stream_t stream, CollArgs* out,
                                      name));
   pc->send = k.send;
   pc->recv = k.recv;
-  WEFT_RETURN_IF_ERROR(resolveMemory(name, stream, needSend, needRecv, pc));
+  WEFT_RETURN_IF_ERROR(resolveMemory(name, stream, needSend, needRecv, pc, now));
   *out = a;
   return Status();
 }
@@ -90,9 +91,12 @@ weft_result_t submit(weft_comm_t comm, const Call& k, weft_stream_t stream) {
     if (g.depth > 0 && g.error.isOk()) g.error = st;
     return setError(static_cast<Comm*>(nullptr), st);
   }
+  // The call's one clock reading: the CUDA driver check and, for a call
+  // that runs now, the telemetry's entry time.
+  const uint64_t now = nowNs();
   CollArgs a;
   PendingCall pc;
-  st = check(c, k, stream, &a, &pc);
+  st = check(c, k, stream, &a, &pc, now);
   if (st.isError()) {
     if (g.depth > 0 && g.error.isOk()) g.error = st;
     return setError(c, st);
@@ -113,7 +117,7 @@ weft_result_t submit(weft_comm_t comm, const Call& k, weft_stream_t stream) {
     st = issueStreamCalls(one, nullptr, nullptr);
     return st.isOk() ? WEFT_SUCCESS : setError(c, st);
   }
-  st = c->runNow(a, k.dtype, k.send, k.recv);
+  st = c->runNow(a, k.dtype, k.send, k.recv, now);
   return st.isOk() ? WEFT_SUCCESS : setError(c, st);
 }
 

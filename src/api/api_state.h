@@ -56,8 +56,9 @@ GroupState& threadGroup();
 
 // Decides where a checked call runs (src/cuda/mem_rules.h) and fills the
 // stream fields of *pc. INVALID_USAGE naming the buffer when refused.
+// `now`: the call's clock reading (nowNs), or 0.
 Status resolveMemory(const char* name, weft_stream_t stream, bool needSend, bool needRecv,
-                     PendingCall* pc);
+                     PendingCall* pc, uint64_t now = 0);
 // Issues stream-ordered calls as one batch (one gate, one completion) and
 // returns at once; the comms' progress threads run them.
 Status issueStreamCalls(std::vector<PendingCall>& calls, std::shared_ptr<OpTracker>* trackerOut,

@@ -268,38 +268,35 @@ Choice Comm::chooseAlgo(const CollArgs& args) {
   return c.choice;
 }
 
-Status Comm::runNow(const CollArgs& args, weft_datatype_t dt, const void* send, void* recv) {
-  {
-    std::lock_guard<std::mutex> lk(mu);
-    if (closed_) return Status(WEFT_ERR_ABORTED, "communicator was aborted");
-    if (arena_ && !engine_->busy() && engine_->error().isOk() &&
-        chooseAlgo(args).algo == Algo::Shm) {
-      ArenaOp op(arena_, args, dt, send, recv, ++collSeq_);
-      telemetry::OpRecord rec;
-      if (telemetry::Telemetry* t = tel()) {
-        startRecord(rec, args, dt, collSeq_, "shm");
-        op.setTelemetry(t, &rec, shmTx_);
-      }
-      Status st = op.run(cfg_.timeoutS, &aborting_);
-      if (rec.entryNs) tel_->end(rec, st.code(), nowNs());
-      if (st.isError()) engine_->fail(st);
-      return st;
+Status Comm::runNow(const CollArgs& args, weft_datatype_t dt, const void* send, void* recv,
+                    uint64_t callNs) {
+  // One lock from the arena check to the first progress round: a small
+  // collective took it three times.
+  std::unique_lock<std::mutex> lk(mu);
+  if (closed_) return Status(WEFT_ERR_ABORTED, "communicator was aborted");
+  if (arena_ && !engine_->busy() && engine_->error().isOk() &&
+      chooseAlgo(args).algo == Algo::Shm) {
+    ArenaOp op(arena_, args, dt, send, recv, ++collSeq_);
+    telemetry::OpRecord rec;
+    if (telemetry::Telemetry* t = tel()) {
+      startRecord(rec, args, dt, collSeq_, "shm", callNs);
+      op.setTelemetry(t, &rec, shmTx_);
     }
+    Status st = op.run(cfg_.timeoutS, &aborting_);
+    if (rec.entryNs) tel_->end(rec, st.code(), nowNs());
+    if (st.isError()) engine_->fail(st);
+    return st;
   }
-  std::shared_ptr<OpTracker> tracker;
-  {
-    std::lock_guard<std::mutex> lk(mu);
-    // The last blocking call's tracker, unless something still holds it
-    // (the engine lets go when the op finishes).
-    if (nowTracker_ && nowTracker_.use_count() == 1 && nowTracker_->pending.load() == 0) {
-      nowTracker_->status = Status();
-    } else {
-      nowTracker_ = std::make_shared<OpTracker>();
-    }
-    tracker = nowTracker_;
-    WEFT_RETURN_IF_ERROR(enqueue(args, dt, send, recv, tracker));
+  // The last blocking call's tracker, unless something still holds it
+  // (the engine lets go when the op finishes).
+  if (nowTracker_ && nowTracker_.use_count() == 1 && nowTracker_->pending.load() == 0) {
+    nowTracker_->status = Status();
+  } else {
+    nowTracker_ = std::make_shared<OpTracker>();
   }
-  return waitFor(tracker);
+  std::shared_ptr<OpTracker> tracker = nowTracker_;
+  WEFT_RETURN_IF_ERROR(enqueue(args, dt, send, recv, tracker, false, callNs));
+  return waitFor(tracker, &lk);
 }
 
 // Schedules depend only on the call's shape, the algorithm and the chunk
@@ -328,7 +325,7 @@ void Comm::cacheSchedule(const CollArgs& a, Algo algo, size_t chunk, const Sched
 }
 
 Status Comm::enqueue(const CollArgs& args, weft_datatype_t dt, const void* send, void* recv,
-                     const std::shared_ptr<OpTracker>& tracker, bool stageSend) {
+                     const std::shared_ptr<OpTracker>& tracker, bool stageSend, uint64_t callNs) {
   std::unique_ptr<Op> op = engine_->newOp();
   op->args = args;
   op->dtype = dt;
@@ -371,7 +368,10 @@ Status Comm::enqueue(const CollArgs& args, weft_datatype_t dt, const void* send,
   op->recvLen = recvBytes(args, nranks_, rank_);
   op->tracker = tracker;
   tracker->pending++;
-  if (tel()) startRecord(op->rec, args, dt, op->seq, algoName(choice.algo == Algo::Auto ? defaultAlgo(args.type) : choice.algo));
+  if (tel())
+    startRecord(op->rec, args, dt, op->seq,
+                algoName(choice.algo == Algo::Auto ? defaultAlgo(args.type) : choice.algo), callNs);
+  op->enqueueNs = callNs;
   WEFT_TRACE(kColl, "rank %d: %s algorithm %s, %zu steps", rank_, op->describe().c_str(),
              op->sched.algorithm.c_str(), op->sched.steps.size());
   engine_->enqueue(std::move(op));
@@ -383,16 +383,17 @@ bool Comm::progressOnce() {
   return engine_ && engine_->progress();
 }
 
-Status Comm::waitFor(const std::shared_ptr<OpTracker>& tracker) {
+Status Comm::waitFor(const std::shared_ptr<OpTracker>& tracker, std::unique_lock<std::mutex>* held) {
+  std::unique_lock<std::mutex> lk(mu, std::defer_lock);
+  if (held) lk = std::move(*held);
   int idle = 0;
   for (;;) {
-    {
-      std::lock_guard<std::mutex> lk(mu);
-      if (tracker->pending == 0) return tracker->result();
-      if (closed_) return Status(WEFT_ERR_ABORTED, "communicator was aborted");
-      idle = engine_->progress() ? 0 : idle + 1;
-      if (tracker->pending == 0) return tracker->result();
-    }
+    if (!lk.owns_lock()) lk.lock();
+    if (tracker->pending == 0) return tracker->result();
+    if (closed_) return Status(WEFT_ERR_ABORTED, "communicator was aborted");
+    idle = engine_->progress() ? 0 : idle + 1;
+    if (tracker->pending == 0) return tracker->result();
+    lk.unlock();
     engine_->idleWait(idle);
   }
 }

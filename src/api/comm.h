@@ -43,17 +43,23 @@ class Comm {
 
   // Builds and enqueues one op (called with `mu` held). `stageSend` copies
   // the send data now, so later receives may overwrite the user's buffer.
+  // `callNs`: the call's clock reading (its entry), or 0 to read it now.
   Status enqueue(const CollArgs& args, weft_datatype_t dt, const void* send, void* recv,
-                 const std::shared_ptr<OpTracker>& tracker, bool stageSend = false);
+                 const std::shared_ptr<OpTracker>& tracker, bool stageSend = false,
+                 uint64_t callNs = 0);
   // Runs one collective outside a group and waits for it: inline on the
   // shm arena when that is the chosen algorithm and nothing else is
   // pending, else through the engine.
-  Status runNow(const CollArgs& args, weft_datatype_t dt, const void* send, void* recv);
+  Status runNow(const CollArgs& args, weft_datatype_t dt, const void* send, void* recv,
+                uint64_t callNs = 0);
   // One engine step under the lock; true when anything moved.
   bool progressOnce();
   // Drives the engine until `tracker` has no pending ops (bounded by the
   // engine's own timeout, which fails the ops).
-  Status waitFor(const std::shared_ptr<OpTracker>& tracker);
+  // Runs the engine until the tracker's ops are done. `held`: this thread's
+  // lock of mu, taken over (the first round runs without unlocking).
+  Status waitFor(const std::shared_ptr<OpTracker>& tracker,
+                 std::unique_lock<std::mutex>* held = nullptr);
   // Wakes (starting if needed) the background progress thread.
   void kickProgressThread();
   // Finishes pending work (bounded), then closes everything.
@@ -98,7 +104,7 @@ class Comm {
   void useDeviceOnThisThread() const;
   // Fills `r` for a new op and starts its clock (entry).
   void startRecord(telemetry::OpRecord& r, const CollArgs& args, weft_datatype_t dt,
-                   uint64_t seq, const char* algo);
+                   uint64_t seq, const char* algo, uint64_t callNs = 0);
   telemetry::Telemetry* tel() const { return tel_ && tel_->on() ? tel_.get() : nullptr; }
 
   int rank_ = 0, nranks_ = 1;

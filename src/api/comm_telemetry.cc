@@ -49,7 +49,7 @@ void Comm::setUpTelemetry() {
 }
 
 void Comm::startRecord(telemetry::OpRecord& r, const CollArgs& args, weft_datatype_t dt,
-                       uint64_t seq, const char* algo) {
+                       uint64_t seq, const char* algo, uint64_t callNs) {
   r.seq = seq;
   r.type = static_cast<uint8_t>(args.type);
   r.dtype = static_cast<uint8_t>(dt);
@@ -67,7 +67,7 @@ void Comm::startRecord(telemetry::OpRecord& r, const CollArgs& args, weft_dataty
   }
   r.algo = p2p ? "p2p" : algo;
   r.timeWork = r.bytes >= telemetry::kTimedWorkBytes || tel_->wantSpans();
-  tel_->begin(r, nowNs());
+  tel_->begin(r, callNs ? callNs : nowNs());
 }
 
 }  // namespace weft

@@ -18,11 +18,11 @@
 namespace weft {
 
 Status resolveMemory(const char* name, weft_stream_t stream, bool needSend, bool needRecv,
-                     PendingCall* pc) {
+                     PendingCall* pc, uint64_t now) {
   // No stream and no CUDA driver in the process: host memory, no CUDA call
   // at all (the host path's latency does not change, nothing initializes
   // CUDA behind a CPU-only caller's back).
-  if (!stream && !cuda::driverLoaded()) return Status();
+  if (!stream && !cuda::driverLoaded(now)) return Status();
   const cuda::CudaState cs = cuda::cudaState();
   if (!stream && !cs.usable) return Status();
   cuda::BufferDesc bufs[2];

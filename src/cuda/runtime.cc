@@ -67,11 +67,11 @@ const Probe& probe() {
 
 bool cudaBuilt() { return true; }
 
-bool driverLoaded() {
+bool driverLoaded(uint64_t now) {
   static std::atomic<bool> loaded{false};
   static std::atomic<uint64_t> nextCheckNs{0};
   if (loaded.load(std::memory_order_relaxed)) return true;
-  const uint64_t now = nowNs();
+  if (!now) now = nowNs();
   if (now < nextCheckNs.load(std::memory_order_relaxed)) return false;
   nextCheckNs.store(now + 100000000ull, std::memory_order_relaxed);
   if (void* h = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY)) {

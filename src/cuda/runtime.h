@@ -28,7 +28,8 @@ bool cudaBuilt();
 // then can a pointer be device memory. Asking costs no CUDA call, so host
 // calls of a CPU-only process never initialize CUDA (which would break
 // CUDA in children it forks later). Rechecked at most every 100 ms until true.
-bool driverLoaded();
+// `now`: the clock (nowNs) if the caller has read it, else 0.
+bool driverLoaded(uint64_t now = 0);
 // Whether CUDA is usable (probed once per process: driver, device count),
 // and the calling thread's current device.
 CudaState cudaState();

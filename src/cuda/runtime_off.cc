@@ -11,7 +11,7 @@ Status off() { return Status(WEFT_ERR_CUDA, "this weft was built without CUDA");
 }  // namespace
 
 bool cudaBuilt() { return false; }
-bool driverLoaded() { return false; }
+bool driverLoaded(uint64_t) { return false; }
 
 CudaState cudaState() {
   CudaState s;

@@ -90,8 +90,9 @@ void Engine::retire(std::unique_ptr<Op>& op) {
 }
 
 void Engine::enqueue(std::unique_ptr<Op> op) {
-  // The telemetry's entry time when it has one: one clock read less.
-  op->enqueueNs = op->rec.entryNs ? op->rec.entryNs : nowNs();
+  // The caller's clock reading, or the telemetry's entry time: one clock
+  // read less.
+  if (!op->enqueueNs) op->enqueueNs = op->rec.entryNs ? op->rec.entryNs : nowNs();
   op->state.assign(op->sched.steps.size(), Op::kPending);
   op->comps.resize(op->sched.steps.size());
   PlacementFacts pf;
