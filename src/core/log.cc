@@ -17,6 +17,7 @@ namespace {
 
 struct LogState {
   std::once_flag once;
+  std::atomic<bool> ready{false};  // once has run
   std::atomic<int> level{0};
   std::atomic<uint32_t> subsys{kAllSubsys};
   FILE* out = stderr;
@@ -103,7 +104,12 @@ void logReconfigure() {
 
 bool logEnabled(LogLevel level, uint32_t subsys) {
   LogState& s = state();
-  std::call_once(s.once, [&s] { configure(s); });
+  // std::call_once costs a hundred instructions even once done, and every
+  // collective asks here (its trace line): a flag first.
+  if (!s.ready.load(std::memory_order_acquire)) {
+    std::call_once(s.once, [&s] { configure(s); });
+    s.ready.store(true, std::memory_order_release);
+  }
   // Warnings always print unless WEFT_DEBUG is set to something quieter? No:
   // WARN is the default threshold so that real problems reach the user.
   int threshold = s.level.load(std::memory_order_relaxed);
