@@ -79,8 +79,12 @@ std::unique_ptr<Op> Engine::newOp() {
 }
 
 void Engine::retire(std::unique_ptr<Op>& op) {
-  giveBackScratch(*op);
   if (op->deviceEps) --deviceOps_;
+  recycle(op);
+}
+
+void Engine::recycle(std::unique_ptr<Op>& op) {
+  giveBackScratch(*op);
   constexpr size_t kFreeOps = 16;
   if (freeOps_.size() < kFreeOps) {
     op->reset();
@@ -117,21 +121,27 @@ void Engine::enqueue(std::unique_ptr<Op> op) {
   if (ops_.empty()) lastProgressNs_ = op->enqueueNs;
   if (!error_.isOk()) {
     finishOp(*op, error_);
+    recycle(op);
     return;
   }
   if (ps.isError()) {
     finishOp(*op, ps.withContext(strFormat("rank %d: %s", rank_, op->describe().c_str())));
+    recycle(op);
     return;
   }
   if (op->sched.scratchBytes) {
     Status st = takeScratch(*op);
     if (st.isError()) {
       finishOp(*op, st.withContext(strFormat("rank %d: %s", rank_, op->describe().c_str())));
+      recycle(op);
       return;
     }
   }
   if (op->sched.steps.empty() && !op->runner) {
+    // Nothing to run (one rank in place, a zero-count call): done now, and
+    // the op goes back to the free list.
     finishOp(*op, Status());
+    recycle(op);
     return;
   }
   if (op->deviceEps) ++deviceOps_;

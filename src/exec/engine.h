@@ -112,6 +112,8 @@ class Engine {
   void giveBackScratch(Op& op);
   // Takes a finished op out of ops_: scratch back to the pool, the Op to freeOps_.
   void retire(std::unique_ptr<Op>& op);
+  // Gives back its scratch and keeps it (reset) for newOp, or frees it.
+  void recycle(std::unique_ptr<Op>& op);
 
   int rank_, nranks_;
   Config cfg_;
