@@ -74,6 +74,7 @@ struct ScratchFree {
 };
 using ScratchPtr = std::unique_ptr<uint8_t[], ScratchFree>;
 
+// Op::reset() resets every member: a member added here is added there.
 struct Op {
   CollArgs args;
   weft_datatype_t dtype = WEFT_FLOAT32;
