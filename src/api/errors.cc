@@ -83,7 +83,13 @@ weft_result_t setError(weft_comm_t comm, const Status& st) {
 }
 
 GroupState& threadGroup() {
+  // Every call asks for it: the object's address is kept in a word of static
+  // TLS (initial-exec, no __tls_get_addr, no guard), the object itself in
+  // dynamic TLS (it has a destructor).
+  static thread_local GroupState* cached __attribute__((tls_model("initial-exec"))) = nullptr;
+  if (cached) return *cached;
   thread_local GroupState g;
+  cached = &g;
   return g;
 }
 
