@@ -66,7 +66,9 @@ struct Schedule {
   std::vector<Step> steps;
   std::vector<uint32_t> deps;  // indices of earlier steps
   size_t scratchBytes = 0;
-  std::string algorithm;  // "ring", "chain", ...
+  // "ring", "chain", ...: a static string (a literal or algoName()), so
+  // that copying a cached schedule copies a pointer.
+  const char* algorithm = "";
 
   // Appends a step that waits for `deps` (indices of earlier steps; values
   // of kNoStep are skipped); returns its index.

@@ -373,7 +373,7 @@ Status Comm::enqueue(const CollArgs& args, weft_datatype_t dt, const void* send,
                 algoName(choice.algo == Algo::Auto ? defaultAlgo(args.type) : choice.algo), callNs);
   op->enqueueNs = callNs;
   WEFT_TRACE(kColl, "rank %d: %s algorithm %s, %zu steps", rank_, op->describe().c_str(),
-             op->sched.algorithm.c_str(), op->sched.steps.size());
+             op->sched.algorithm, op->sched.steps.size());
   engine_->enqueue(std::move(op));
   return Status();
 }

@@ -59,7 +59,7 @@ void Op::reset() {
   sched.steps.clear();
   sched.deps.clear();
   sched.scratchBytes = 0;
-  sched.algorithm.clear();
+  sched.algorithm = "";
   runner.reset();
   seq = 0;
   tag = 0;

@@ -388,7 +388,7 @@ TEST_CASE("algorithms: schedules name their algorithm and keep scratch bounded",
           Schedule s;
           INFO(pairName(pair) << " n=" << n << " rank " << r << (inPlace ? " in place" : ""));
           REQUIRE(buildSchedule(a, p, &s).isOk());
-          CHECK(s.algorithm == algoName(pair.algo));
+          CHECK(std::string(s.algorithm) == algoName(pair.algo));
           const bool nBlocks =
               pair.type == CollType::ReduceScatter || pair.type == CollType::AllToAll;
           const size_t allowed = 2 * slots * chunk + (nBlocks ? collBytes(a, n) : 0);
@@ -575,7 +575,7 @@ TEST_CASE("algorithms: hierarchical allreduce keeps each byte off the network bu
     p.hosts = hosts;
     Schedule s;
     REQUIRE(buildSchedule(a, p, &s).isOk());
-    CHECK(s.algorithm == "hier");
+    CHECK(std::string(s.algorithm) == "hier");
     size_t offHost = 0, onHost = 0;
     for (const Step& st : s.steps) {
       if (st.kind != StepKind::Send) continue;

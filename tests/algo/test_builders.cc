@@ -170,7 +170,7 @@ TEST_CASE("builders: ring allreduce moves 2(n-1)/n of the data per rank", "[algo
     // Within one element per segment of the ideal 2(n-1)/n * N.
     CHECK(sent >= 2 * (n - 1) * (total / n) - 8 * n);
     CHECK(sent <= 2 * (n - 1) * (total / n + 4));
-    CHECK(s.algorithm == "ring");
+    CHECK(std::string(s.algorithm) == "ring");
   }
 }
 

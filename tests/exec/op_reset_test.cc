@@ -3,6 +3,7 @@
 // its vectors keep their capacity.
 #include <catch2/catch.hpp>
 #include <memory>
+#include <string>
 
 #include "exec/op.h"
 
@@ -74,7 +75,7 @@ TEST_CASE("op: reset gives a new op that keeps its vectors' capacity", "[engine]
   CHECK(op.sched.steps.empty());
   CHECK(op.sched.deps.empty());
   CHECK(op.sched.scratchBytes == 0);
-  CHECK(op.sched.algorithm.empty());
+  CHECK(std::string(op.sched.algorithm).empty());
   CHECK(!op.runner);
   CHECK(op.seq == 0);
   CHECK(op.tag == 0);
