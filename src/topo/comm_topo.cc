@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/log.h"
+#include "topo/core_order.h"
 #include "topo/detect.h"
 #include "topo/link_table.h"
 #include "topo/topo_file.h"
@@ -132,7 +133,13 @@ Status setUpCommTopology(const Config& cfg, const std::vector<PeerInfo>& peers, 
       View::build(*t.system, std::min(t.hosts, 65536), static_cast<int>(mine.size()), &t.view);
   if (vs.isError()) WEFT_WARN(kInit, "topology: %s; rank order kept", vs.message().c_str());
   std::string chain;
-  if (vs.isOk()) chain = encode(t.hosts > 1 ? t.view.channels[0].chain : t.view.channels[0].ring);
+  if (vs.isOk()) {
+    std::vector<int> local = t.hosts > 1 ? t.view.channels[0].chain : t.view.channels[0].ring;
+    std::vector<const std::vector<uint64_t>*> masks;
+    for (int r : mine) masks.push_back(&peers[r].cpuMask);
+    groupByCore(&local, t.view.device, masks);
+    chain = encode(local);
+  }
   std::vector<std::string> all;
   WEFT_RETURN_IF_ERROR(allgather(chain, &all));
   if (static_cast<int>(all.size()) != n) return invalidUsage("topology: allgather size mismatch");
@@ -236,12 +243,16 @@ void applyToCostModel(const CommTopology& t, CostModel* m) {
 Status buildScheduleInRingOrder(const CommTopology& t, const CollArgs& args, const BuildParams& p,
                                 Schedule* out) {
   const Algo a = p.algo == Algo::Auto ? defaultAlgo(args.type) : p.algo;
-  if (!t.reordered || args.type != CollType::AllReduce || a != Algo::Ring ||
-      static_cast<int>(t.ringOrder.size()) != p.nranks)
+  const bool ring = args.type == CollType::AllReduce && a == Algo::Ring;
+  const bool chain =
+      (args.type == CollType::Broadcast || args.type == CollType::Reduce) && a == Algo::Chain;
+  if (!t.reordered || !(ring || chain) || static_cast<int>(t.ringOrder.size()) != p.nranks)
     return buildSchedule(args, p, out);
   BuildParams q = p;
   q.rank = t.ringPos[p.rank];
-  WEFT_RETURN_IF_ERROR(buildSchedule(args, q, out));
+  CollArgs b = args;
+  if (chain) b.root = t.ringPos[args.root];
+  WEFT_RETURN_IF_ERROR(buildSchedule(b, q, out));
   for (Step& s : out->steps)
     if (s.peer >= 0) s.peer = t.ringOrder[s.peer];
   return Status();

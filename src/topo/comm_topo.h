@@ -65,10 +65,13 @@ std::vector<size_t> transportOrder(const CommTopology& t,
 // raised to theirs.
 void applyToCostModel(const CommTopology& t, CostModel* m);
 
-// buildSchedule, except for a ring allreduce when the ring order differs
-// from rank order: then the schedule is built for this rank's position in
-// the ring and its peers are mapped back to ranks (allreduce leaves the same
-// result on every rank, so only the neighbours change).
+// buildSchedule, except for a ring allreduce and a chain broadcast or
+// reduce when the ring order differs from rank order: then the schedule is
+// built for this rank's position in the ring (the root's position for the
+// root) and its peers are mapped back to ranks. Allreduce leaves the same
+// result on every rank and a chain moves the whole buffer, so only the
+// neighbours change; collectives whose blocks belong to ranks (allgather,
+// reduce-scatter) keep rank order.
 Status buildScheduleInRingOrder(const CommTopology& t, const CollArgs& args, const BuildParams& p,
                                 Schedule* out);
 

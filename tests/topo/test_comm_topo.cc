@@ -131,6 +131,75 @@ TEST_CASE("comm topology: ring schedules are built on ring positions", "[topo]")
   for (size_t i = 0; i < s.steps.size(); ++i) REQUIRE(s.steps[i].peer == plain.steps[i].peer);
 }
 
+TEST_CASE("comm topology: ranks sharing a core are neighbours, and chains follow the ring",
+          "[topo]") {
+  // A CPU-only host of two sockets: the View puts ranks 0-3 on the first
+  // NUMA node and 4-7 on the second; each group is bound round-robin to two
+  // cores of its socket (0 and 1, 64 and 65). Within each node's run of the
+  // ring, ranks sharing a core become neighbours.
+  Config cfg;
+  cfg.topoFile = ttest::topologyDir() + "cpu-2s.xml";
+  std::vector<PeerInfo> peers = peersOn(std::vector<int>(8, 0));
+  for (int r = 0; r < 8; ++r) {
+    const int c = (r < 4 ? 0 : 64) + r % 2;
+    peers[r].cpuMask.assign(2, 0);
+    peers[r].cpuMask[c / 64] = uint64_t{1} << (c % 64);
+  }
+  auto all = setUpAll(cfg, peers);
+  const std::vector<int>& order = all[0].ringOrder;
+  for (const CommTopology& t : all) REQUIRE(t.ringOrder == order);
+  REQUIRE(all[0].reordered);
+  // Each node's ranks stay together, and pair up by core.
+  for (int h = 0; h < 2; ++h) {
+    std::vector<int> run(order.begin() + 4 * h, order.begin() + 4 * h + 4);
+    const int base = run[0] < 4 ? 0 : 4;
+    REQUIRE(run == std::vector<int>{base, base + 2, base + 1, base + 3});
+  }
+  // A chain broadcast from each root runs along the ring from the root's
+  // position: every rank receives from its ring predecessor and sends to
+  // its successor, the last one only receives.
+  for (CollType type : {CollType::Broadcast, CollType::Reduce})
+    for (int root = 0; root < 8; root += 3) {
+      CollArgs a;
+      a.type = type;
+      a.count = 256;
+      a.root = root;
+      BuildParams p;
+      p.nranks = 8;
+      p.algo = Algo::Chain;
+      const int rootPos = all[0].ringPos[root];
+      for (int r = 0; r < 8; ++r) {
+        p.rank = r;
+        Schedule s;
+        REQUIRE(buildScheduleInRingOrder(all[r], a, p, &s).isOk());
+        const int pos = all[r].ringPos[r];
+        const int q = (pos - rootPos + 8) % 8;  // distance from the root along the ring
+        const int next = all[r].ringOrder[(pos + 1) % 8], prev = all[r].ringOrder[(pos + 7) % 8];
+        int sends = 0, recvs = 0;
+        for (const Step& st : s.steps) {
+          if (st.kind == StepKind::Send) ++sends;
+          if (st.kind == StepKind::Recv || st.kind == StepKind::RecvReduce) ++recvs;
+          // Broadcast flows root -> last, reduce last -> root.
+          const int down = type == CollType::Broadcast ? next : prev;
+          const int up = type == CollType::Broadcast ? prev : next;
+          if (st.kind == StepKind::Send) REQUIRE(st.peer == down);
+          if (st.kind == StepKind::Recv || st.kind == StepKind::RecvReduce) REQUIRE(st.peer == up);
+        }
+        const bool first = q == 0, last = q == 7;
+        if (type == CollType::Broadcast) {
+          REQUIRE((sends > 0) == !last);
+          REQUIRE((recvs > 0) == !first);
+        } else {
+          REQUIRE((recvs > 0) == !last);
+          REQUIRE((sends > 0) == !first);
+        }
+      }
+    }
+  // Unbound ranks (no mask known) keep the View's order.
+  auto plain = setUpAll(cfg, peersOn(std::vector<int>(8, 0)));
+  REQUIRE_FALSE(plain[0].reordered);
+}
+
 TEST_CASE("comm topology: the cost model is capped by the graph", "[topo]") {
   Config cfg;
   cfg.topoFile = ttest::topologyDir() + "pcie-2s-4gpu-2nic.xml";
