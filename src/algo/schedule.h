@@ -131,6 +131,11 @@ struct BuildParams {
   // The host of each rank (any ids; same id = same host), for builders that
   // follow the hosts (hierarchical); empty = unknown.
   std::vector<int> hosts;
+  // Recursive doubling allreduce: ranks 2i and 2i+1 share a core (two ranks
+  // per core, in ring order: topo/comm_topo.h), so each pair folds into one
+  // before the doubling and unfolds after it. Taken when n >= 4 and n/2 is a
+  // power of two; ignored otherwise.
+  bool foldPairs = false;
 };
 
 // The message size of a collective as nccl-tests and weft-perf print it:

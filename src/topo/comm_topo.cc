@@ -161,6 +161,14 @@ Status setUpCommTopology(const Config& cfg, const std::vector<PeerInfo>& peers, 
     t.ringPos[t.ringOrder[i]] = i;
     t.reordered = t.reordered || t.ringOrder[i] != i;
   }
+  t.pairedCores = t.hosts == 1 && n >= 4 && (n & (n - 1)) == 0;
+  std::set<std::vector<uint64_t>> pairCpus;
+  for (int i = 0; t.pairedCores && i < n; i += 2) {
+    const std::vector<uint64_t>& a = peers[t.ringOrder[i]].cpuMask;
+    int bits = 0;
+    for (uint64_t w : a) bits += __builtin_popcountll(w);
+    t.pairedCores = bits == 1 && a == peers[t.ringOrder[i + 1]].cpuMask && pairCpus.insert(a).second;
+  }
   t.peerClass.assign(n, PathClass::None);
   for (size_t i = 0; i < mine.size(); ++i)
     t.peerClass[mine[i]] =
@@ -246,10 +254,14 @@ Status buildScheduleInRingOrder(const CommTopology& t, const CollArgs& args, con
   const bool ring = args.type == CollType::AllReduce && a == Algo::Ring;
   const bool chain =
       (args.type == CollType::Broadcast || args.type == CollType::Reduce) && a == Algo::Chain;
-  if (!t.reordered || !(ring || chain) || static_cast<int>(t.ringOrder.size()) != p.nranks)
+  const bool folded =
+      args.type == CollType::AllReduce && a == Algo::RecursiveDoubling && t.pairedCores;
+  if (!((t.reordered && (ring || chain)) || folded) ||
+      static_cast<int>(t.ringOrder.size()) != p.nranks)
     return buildSchedule(args, p, out);
   BuildParams q = p;
   q.rank = t.ringPos[p.rank];
+  q.foldPairs = folded;
   CollArgs b = args;
   if (chain) b.root = t.ringPos[args.root];
   WEFT_RETURN_IF_ERROR(buildSchedule(b, q, out));

@@ -33,6 +33,10 @@ struct CommTopology {
   // host's ranks in the order its own View chains them); ringPos inverts it.
   std::vector<int> ringOrder, ringPos;
   bool reordered = false;  // ringOrder differs from 0, 1, ..., n-1
+  // One host, n >= 4 ranks, n/2 a power of two, and ring positions 2i and
+  // 2i+1 bound to the same single CPU, a different one per pair: two ranks
+  // per core (recursive doubling then folds the pairs, BuildParams::foldPairs).
+  bool pairedCores = false;
   // Per rank: the path class from this rank's device to the peer's (same
   // host), Loc for itself, None for a rank on another host.
   std::vector<PathClass> peerClass;
@@ -71,7 +75,8 @@ void applyToCostModel(const CommTopology& t, CostModel* m);
 // root) and its peers are mapped back to ranks. Allreduce leaves the same
 // result on every rank and a chain moves the whole buffer, so only the
 // neighbours change; collectives whose blocks belong to ranks (allgather,
-// reduce-scatter) keep rank order.
+// reduce-scatter) keep rank order. With pairedCores, recursive doubling
+// allreduce too, its pairs folded (BuildParams::foldPairs).
 Status buildScheduleInRingOrder(const CommTopology& t, const CollArgs& args, const BuildParams& p,
                                 Schedule* out);
 

@@ -61,7 +61,7 @@ bool depsDone(RankRun& rr, size_t i) {
 
 SimResult run(const CollArgs& args, weft_datatype_t dt, int n, size_t chunkBytes, int slots,
               std::vector<RankBuffers>* bufs, uint64_t seed, int holdRank, Algo algo,
-              size_t window, const std::vector<int>& hosts) {
+              size_t window, const std::vector<int>& hosts, bool foldPairs) {
   SimResult res;
   std::mt19937_64 rng(seed);
   std::vector<RankRun> ranks(n);
@@ -73,6 +73,7 @@ SimResult run(const CollArgs& args, weft_datatype_t dt, int n, size_t chunkBytes
     p.slots = slots;
     p.algo = algo;
     p.hosts = hosts;
+    p.foldPairs = foldPairs;
     Status st = buildSchedule(args, p, &ranks[r].sch);
     if (!st.isOk()) {
       res.ok = false;

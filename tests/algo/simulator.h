@@ -37,10 +37,11 @@ struct SimResult {
 // schedule whose next matching receive lies further down deadlocks here as
 // it would stall there; 0 looks at every step.
 // `hosts`: BuildParams::hosts, the host of each rank (empty: unknown).
+// `foldPairs`: BuildParams::foldPairs.
 constexpr size_t kEngineScanWindow = 4096;
 SimResult run(const CollArgs& args, weft_datatype_t dt, int nranks, size_t chunkBytes, int slots,
               std::vector<RankBuffers>* bufs, uint64_t seed, int holdRank = -1,
               Algo algo = Algo::Auto, size_t window = kEngineScanWindow,
-              const std::vector<int>& hosts = {});
+              const std::vector<int>& hosts = {}, bool foldPairs = false);
 
 }  // namespace weft::sim

@@ -79,13 +79,15 @@ struct Case {
   weft_op_t op;
   int root;
   std::vector<int> hosts = {};  // BuildParams::hosts (hierarchical)
+  bool foldPairs = false;       // BuildParams::foldPairs (recursive doubling)
 };
 
 std::string describe(const Case& c) {
   return std::string(algoName(c.algo)) + " " + collName(c.type) + " n=" + std::to_string(c.n) +
          " count=" + std::to_string(c.count) + " chunk=" + std::to_string(c.chunk) +
          " slots=" + std::to_string(c.slots) + (c.inPlace ? " in-place" : " out-of-place") +
-         " op=" + std::to_string(c.op) + " root=" + std::to_string(c.root);
+         " op=" + std::to_string(c.op) + " root=" + std::to_string(c.root) +
+         (c.foldPairs ? " foldPairs" : "");
 }
 
 CollArgs argsOf(const Case& c, size_t eltSize) {
@@ -143,7 +145,8 @@ void runCase(const Case& c, uint64_t seed, size_t window = sim::kEngineScanWindo
   }
   const std::vector<sim::RankBuffers> before = bufs;
   sim::SimResult res =
-      sim::run(a, WEFT_INT32, n, c.chunk, c.slots, &bufs, seed, -1, c.algo, window, c.hosts);
+      sim::run(a, WEFT_INT32, n, c.chunk, c.slots, &bufs, seed, -1, c.algo, window, c.hosts,
+               c.foldPairs);
   INFO(res.error);
   REQUIRE(res.ok);
   for (int r = 0; r < n; ++r) {
@@ -517,6 +520,58 @@ TEST_CASE("algorithms: the two binary trees are complementary for nranks 1..256"
 // that do not split evenly into L segments, chunking, in and out of place;
 // and layouts it cannot use (hosts of different sizes), which must still
 // give the right result (flat ring).
+TEST_CASE("algorithms: recursive doubling allreduce with folded pairs", "[algo][sim]") {
+  std::mt19937_64 rng(testSeed(91));
+  const weft_op_t ops[] = {WEFT_SUM, WEFT_PROD, WEFT_MAX, WEFT_MIN, WEFT_AVG};
+  int turn = 0;
+  for (int n = 1; n <= 17; ++n)
+    for (size_t count : {size_t(0), size_t(1), size_t(5), size_t(37), size_t(1000)})
+      for (bool inPlace : {false, true}) {
+        Case c{Algo::RecursiveDoubling, CollType::AllReduce, n, count,
+               count > 100 ? size_t(64) : size_t(1) << 20, 1 + turn % 3, inPlace, ops[turn % 5], 0};
+        c.foldPairs = true;
+        ++turn;
+        runCase(c, rng());
+      }
+  // Taken for 4, 8, 16 ... ranks: each even rank talks only to its odd
+  // partner (one fold, one unfold), each odd rank to its partner and to
+  // log2(n/2) odd ranks of the doubling. Otherwise the plain schedule.
+  for (int n : {4, 8, 16, 6, 2}) {
+    CollArgs a;
+    a.type = CollType::AllReduce;
+    a.count = 16;
+    BuildParams p;
+    p.nranks = n;
+    p.algo = Algo::RecursiveDoubling;
+    for (int r = 0; r < n; ++r) {
+      p.rank = r;
+      p.foldPairs = true;
+      Schedule folded, plain;
+      REQUIRE(buildSchedule(a, p, &folded).isOk());
+      p.foldPairs = false;
+      REQUIRE(buildSchedule(a, p, &plain).isOk());
+      std::set<int> peers;
+      for (const Step& s : folded.steps)
+        if (s.peer >= 0) peers.insert(s.peer);
+      INFO("n=" << n << " rank " << r);
+      const bool taken = n >= 4 && (n & (n - 1)) == 0;
+      if (!taken) {
+        REQUIRE(folded.steps.size() == plain.steps.size());
+        continue;
+      }
+      int doublings = 0;
+      for (int m = n / 2; m > 1; m /= 2) ++doublings;
+      if (r % 2 == 0) {
+        REQUIRE(peers == std::set<int>{r + 1});
+      } else {
+        REQUIRE(peers.count(r - 1) == 1);
+        REQUIRE(static_cast<int>(peers.size()) == 1 + doublings);
+        for (int q : peers) REQUIRE((q == r - 1 || q % 2 == 1));
+      }
+    }
+  }
+}
+
 TEST_CASE("algorithms: hierarchical allreduce over host layouts", "[algo][sim][hier]") {
   std::mt19937_64 rng(testSeed(77));
   const weft_op_t ops[] = {WEFT_SUM, WEFT_PROD, WEFT_MAX, WEFT_MIN, WEFT_AVG};

@@ -54,9 +54,11 @@ inline std::string runThreads(int n, const Body& body) {
 }
 
 // Ranks as processes. Each child reports its error text through a pipe.
-// `env` is set in the children before init ("NAME=VALUE" items).
+// `env` is set in the children before init ("NAME=VALUE" items);
+// `beforeInit(rank)` runs in each child just before init (pinning, say).
 inline std::string runProcesses(int n, const Body& body, const std::vector<std::string>& env = {},
-                                int timeoutS = 120) {
+                                int timeoutS = 120,
+                                const std::function<void(int)>& beforeInit = {}) {
   weft_unique_id_t id;
   weft_result_t r = weft_get_unique_id(&id);
   if (r != WEFT_SUCCESS) return "weft_get_unique_id: " + describe(r, nullptr);
@@ -70,6 +72,7 @@ inline std::string runProcesses(int n, const Body& body, const std::vector<std::
       close(p[0]);
       alarm(static_cast<unsigned>(timeoutS));
       for (const std::string& e : env) putenv(strdup(e.c_str()));
+      if (beforeInit) beforeInit(i);
       weft_comm_t comm = nullptr;
       std::string err;
       weft_result_t rr = weft_comm_init_rank(&comm, n, id, i);

@@ -4,6 +4,8 @@
 // rank the exact sum; ranks in separate processes agree on the order; a bad
 // WEFT_TOPO_FILE fails init with an error naming it; WEFT_TOPO_DUMP_FILE
 // writes the system used.
+#include <sched.h>
+
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <memory>
@@ -86,6 +88,57 @@ TEST_CASE("topology: ring allreduce follows the file's NVLink ring - threads and
     CHECK(all.find(processes ? "0:tcp 1:tcp 2:self" : "0:shm 1:shm 2:self") != std::string::npos);
     std::system(("rm -f " + dir + "/log-*").c_str());
   }
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("topology: ranks pinned two per core chain by core and fold their pairs - processes",
+          "[coll][topo]") {
+  // Two CPUs this process may use; 4 ranks pinned round-robin to them.
+  cpu_set_t allowed;
+  REQUIRE(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  if (cpus.size() < 2) {
+    WARN("skipped: this process may run on one CPU only");
+    return;
+  }
+  char tmpl[] = "/tmp/weft-cores-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl;
+  // Forced recursive doubling (folded: 2 ranks per core, 4 ranks) and chain
+  // broadcasts from every root, over tcp so that schedules run.
+  const std::vector<std::string> env = {"WEFT_TRANSPORTS=tcp", "WEFT_SOCKET_IFNAME=lo",
+                                        "WEFT_ALGO=allreduce:rd;broadcast:chain",
+                                        "WEFT_CHUNK_BYTES=4K", "WEFT_TIMEOUT_S=60",
+                                        "WEFT_DEBUG=INFO", "WEFT_DEBUG_SUBSYS=INIT",
+                                        "WEFT_DEBUG_FILE=" + dir + "/log-%p"};
+  auto body = [](weft_comm_t comm, int rank, int nranks) -> std::string {
+    std::string err = sumBody(comm, rank, nranks);
+    if (!err.empty()) return "allreduce: " + err;
+    for (int root = 0; root < nranks; ++root)
+      for (size_t count : {size_t(3), size_t(5000)}) {
+        std::vector<int32_t> buf(count);
+        for (size_t i = 0; i < count; ++i)
+          buf[i] = rank == root ? static_cast<int32_t>(root * 7 + i) : -1;
+        TRY_WEFT(weft_broadcast(buf.data(), buf.data(), count, WEFT_INT32, root, comm, nullptr));
+        for (size_t i = 0; i < count; ++i)
+          if (buf[i] != static_cast<int32_t>(root * 7 + i))
+            return "broadcast from " + std::to_string(root) + ": index " + std::to_string(i);
+      }
+    return "";
+  };
+  const std::string err = runProcesses(4, body, env, 120, [&cpus](int rank) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpus[rank % 2], &one);
+    sched_setaffinity(0, sizeof one, &one);
+  });
+  INFO(err);
+  REQUIRE(err.empty());
+  const std::string all = catFiles(dir + "/log-*");
+  INFO(all);
+  CHECK(all.find("ring order 0 2 1 3") != std::string::npos);
   std::system(("rm -rf " + dir).c_str());
 }
 

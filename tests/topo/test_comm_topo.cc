@@ -3,6 +3,7 @@
 // from every rank's own contribution.
 #include <algorithm>
 #include <cstdlib>
+#include <set>
 
 #include "topo/comm_topo.h"
 #include "topo_util.h"
@@ -195,9 +196,38 @@ TEST_CASE("comm topology: ranks sharing a core are neighbours, and chains follow
         }
       }
     }
-  // Unbound ranks (no mask known) keep the View's order.
+  // Two ranks per core: recursive doubling allreduce folds each core's
+  // pair (ring positions 2i, 2i+1) first.
+  REQUIRE(all[0].pairedCores);
+  {
+    CollArgs a;
+    a.type = CollType::AllReduce;
+    a.count = 64;
+    BuildParams p;
+    p.nranks = 8;
+    p.algo = Algo::RecursiveDoubling;
+    for (int r = 0; r < 8; ++r) {
+      p.rank = r;
+      Schedule s;
+      REQUIRE(buildScheduleInRingOrder(all[r], a, p, &s).isOk());
+      const int pos = all[r].ringPos[r];
+      const int mate = all[r].ringOrder[pos ^ 1];
+      REQUIRE(peers[mate].cpuMask == peers[r].cpuMask);  // the partner on its core
+      std::set<int> to;
+      for (const Step& st : s.steps)
+        if (st.peer >= 0) to.insert(st.peer);
+      if (pos % 2 == 0) REQUIRE(to == std::set<int>{mate});
+      else REQUIRE(to.count(mate) == 1);
+    }
+  }
+  // Unbound ranks (no mask known) keep the View's order, and no folding.
   auto plain = setUpAll(cfg, peersOn(std::vector<int>(8, 0)));
   REQUIRE_FALSE(plain[0].reordered);
+  REQUIRE_FALSE(plain[0].pairedCores);
+  // Three ranks on a core are not pairs.
+  std::vector<PeerInfo> three = peersOn(std::vector<int>(4, 0));
+  for (int r = 0; r < 4; ++r) three[r].cpuMask = {uint64_t{1} << (r == 3 ? 1 : 0)};
+  REQUIRE_FALSE(setUpAll(cfg, three)[0].pairedCores);
 }
 
 TEST_CASE("comm topology: the cost model is capped by the graph", "[topo]") {
