@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "core/status.h"
@@ -44,6 +45,9 @@ struct Env {
   double arenaChunk = 0;
   int cores = 0;         // of the host, when known
   bool arenaOn = false;  // the shm arena serves this comm's one-host collectives
+  // pairedCores: the rank per core that runs recursive doubling's core
+  // after each pair folded (n/2 ranks, no longer sharing cores).
+  std::shared_ptr<const Env> leaders;
 
   explicit Env(const CostModel& m) {
     cores = m.cores;
@@ -65,6 +69,13 @@ struct Env {
     // 31-37 us where the direct algorithm's 3 took 41-55).
     share = oversub > 1 ? 1.0 : std::min(std::max(m.msgShare, 0.0), 1.0);
     arenaChunk = static_cast<double>(m.arenaChunk);
+    if (m.pairedCores && hosts == 1 && n >= 4 && (n & (n - 1)) == 0) {
+      CostModel half = m;
+      half.nranks = n / 2;
+      half.maxRanksPerHost = n / 2;
+      half.pairedCores = false;
+      leaders = std::make_shared<const Env>(half);
+    }
   }
 
   // Latency times o; bandwidth divided by o (bytes per us = GB/s * 1e3).
@@ -243,6 +254,11 @@ double rdUs(const Env& e, double c, CollType t, double S) {
   double sum = 0;
   switch (t) {
     case CollType::AllReduce:
+      if (e.leaders)  // each core's pair folds (S in, reduced; S back), then n/2 ranks double
+        return roundUs(*e.leaders, c, rounds(1, 1, S, S, Where::Xor, 1)) +
+               roundUs(*e.leaders, c, rounds(1, 1, S, 0, Where::Xor, 1)) +
+               rdUs(*e.leaders, c, t, S);
+      [[fallthrough]];
     case CollType::ReduceScatter:
       for (int64_t d = 1; d < P; d *= 2) sum += roundUs(e, c, rounds(1, 1, S, S, Where::Xor, d));
       return sum + foldUs(e, c, S, true, t == CollType::AllReduce ? S : blk);

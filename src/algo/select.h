@@ -137,6 +137,10 @@ struct CostModel {
   // Bytes per round of the arena (its staging buffer); 0 = the chunk size
   // being evaluated.
   size_t arenaChunk = 0;
+  // Two ranks on every core, in ring order (topo/comm_topo.h pairedCores):
+  // recursive doubling allreduce folds each core's pair, then doubles over
+  // one rank per core.
+  bool pairedCores = false;
 };
 
 struct Choice {

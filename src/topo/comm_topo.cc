@@ -227,6 +227,7 @@ std::vector<size_t> transportOrder(const CommTopology& t,
 }
 
 void applyToCostModel(const CommTopology& t, CostModel* m) {
+  m->pairedCores = t.pairedCores;
   if (!t.system) return;
   if (t.view.ranksPerNode > 1 && t.view.ringGBs() > 0)
     m->intra.bandwidthGBs = std::min(m->intra.bandwidthGBs, t.view.ringGBs());

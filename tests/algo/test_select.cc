@@ -604,6 +604,40 @@ TEST_CASE("select: ranks sharing cores without the arena pace broadcasts by the 
         Approx(modelUs(Algo::Chain, CollType::Reduce, 64, model(4, 1, false, 0), 64 << 10) * 2));
 }
 
+TEST_CASE("select: two ranks per core fold their pairs in recursive doubling", "[select]") {
+  // 4 ranks on 2 cores, no arena: schedules over the intra-host links.
+  CostModel plain = model(4, 1, false, 2), paired = plain;
+  paired.pairedCores = true;
+  // Folded: two handoffs on a core and one doubling step between the cores,
+  // none of them shared with the core's other rank, against two doubling
+  // steps with every message sharing a core.
+  CostModel two = model(2, 1, false, 2);
+  for (size_t bytes : {size_t{8}, size_t{64} << 10, size_t{1} << 20}) {
+    INFO(bytes);
+    const double folded = modelUs(Algo::RecursiveDoubling, CollType::AllReduce, bytes, paired, 1 << 20);
+    CHECK(folded < modelUs(Algo::RecursiveDoubling, CollType::AllReduce, bytes, plain, 1 << 20));
+    CHECK(folded > modelUs(Algo::RecursiveDoubling, CollType::AllReduce, bytes, two, 1 << 20));
+  }
+  // So recursive doubling reaches larger sizes before halving-doubling.
+  auto lastRd = [](const CostModel& m) {
+    size_t last = 0;
+    for (size_t b = 8; b <= (size_t{64} << 20); b *= 2)
+      if (choose(argsFor(CollType::AllReduce, b, m.nranks), m, nullptr).algo ==
+          Algo::RecursiveDoubling)
+        last = b;
+    return last;
+  };
+  CHECK(lastRd(paired) > lastRd(plain));
+  // Only allreduce folds; other rank counts and layouts keep the plain model.
+  CHECK(modelUs(Algo::RecursiveDoubling, CollType::AllGather, 4096, paired, 1 << 20) ==
+        Approx(modelUs(Algo::RecursiveDoubling, CollType::AllGather, 4096, plain, 1 << 20)));
+  CostModel six = model(6, 1, false, 3);
+  CostModel sixPaired = six;
+  sixPaired.pairedCores = true;
+  CHECK(modelUs(Algo::RecursiveDoubling, CollType::AllReduce, 4096, sixPaired, 1 << 20) ==
+        Approx(modelUs(Algo::RecursiveDoubling, CollType::AllReduce, 4096, six, 1 << 20)));
+}
+
 TEST_CASE("select: chunk sizes pipeline large messages and stay in bounds", "[select]") {
   CostModel m = model(16);
   if (algoUsable(Algo::Chain, CollType::Broadcast, m)) {
