@@ -69,8 +69,8 @@ std::vector<size_t> transportOrder(const CommTopology& t,
 // raised to theirs.
 void applyToCostModel(const CommTopology& t, CostModel* m);
 
-// buildSchedule, except for a ring allreduce and a chain broadcast or
-// reduce when the ring order differs from rank order: then the schedule is
+// buildSchedule, except for a ring allreduce, a chain reduce and a chain
+// broadcast up to 32 KiB when the ring order differs from rank order: then the schedule is
 // built for this rank's position in the ring (the root's position for the
 // root) and its peers are mapped back to ranks. Allreduce leaves the same
 // result on every rank and a chain moves the whole buffer, so only the

@@ -196,6 +196,24 @@ TEST_CASE("comm topology: ranks sharing a core are neighbours, and chains follow
         }
       }
     }
+  // A broadcast chain above 32 KiB keeps rank order (larger pipelines ran
+  // slower with hops inside a core): rank r receives from r-1.
+  {
+    CollArgs a;
+    a.type = CollType::Broadcast;
+    a.count = 64 << 10;  // 256 KiB of float
+    BuildParams p;
+    p.nranks = 8;
+    p.algo = Algo::Chain;
+    p.chunkBytes = 64 << 10;
+    for (int r = 1; r < 8; ++r) {
+      p.rank = r;
+      Schedule s;
+      REQUIRE(buildScheduleInRingOrder(all[r], a, p, &s).isOk());
+      for (const Step& st : s.steps)
+        if (st.kind == StepKind::Recv) REQUIRE(st.peer == r - 1);
+    }
+  }
   // Two ranks per core: recursive doubling allreduce folds each core's
   // pair (ring positions 2i, 2i+1) first.
   REQUIRE(all[0].pairedCores);
