@@ -17,10 +17,10 @@
 //
 // Two ranks per core (BuildParams::foldPairs, ranks in ring order): every
 // pair folds, so each core sends one message to its partner core per
-// doubling step instead of two. 4 ranks on 2 cores, 8 B-2 KiB: 38-41 us ->
-// 29-30 over tcp (Open MPI 46-47), 38-43 -> 34-37 over ucx (Open MPI's UCX
-// PML 34-39); up to 512 KiB it beats halving-doubling too (529 against 621
-// us), from 1 MiB it is even with the ring.
+// doubling step instead of two. 4 ranks on 2 cores, 8 B-2 KiB: 35-36 us ->
+// 29-30 over tcp (Open MPI 44-46), 34-36 -> 30-33 over ucx (Open MPI's UCX
+// PML 30-33); up to 1 MiB it beats halving-doubling too (512 KiB: 529
+// against 621 us over tcp), at 4 MiB halving-doubling is ahead.
 //
 // Bitwise identical allreduce results: both partners of an exchange compute
 // (lower group's partial) op (upper group's partial), so every rank combines
