@@ -44,6 +44,28 @@ std::vector<CommTopology> setUpAll(const Config& cfg, const std::vector<PeerInfo
   return out;
 }
 
+// Rank r's schedule for `a` with `algo` on r's topology (ring order applied
+// where buildScheduleInRingOrder applies it).
+Schedule ringSchedule(const std::vector<CommTopology>& all, int r, const CollArgs& a, Algo algo,
+                      size_t chunkBytes = 1 << 20) {
+  BuildParams p;
+  p.rank = r;
+  p.nranks = static_cast<int>(all.size());
+  p.algo = algo;
+  p.chunkBytes = chunkBytes;
+  Schedule s;
+  REQUIRE(buildScheduleInRingOrder(all[r], a, p, &s).isOk());
+  return s;
+}
+
+CollArgs argsOf(CollType type, size_t count, int root = 0) {
+  CollArgs a;
+  a.type = type;
+  a.count = count;
+  a.root = root;
+  return a;
+}
+
 }  // namespace
 
 TEST_CASE("comm topology: ranks follow the View's ring, host by host, the same on every rank",
@@ -105,16 +127,9 @@ TEST_CASE("comm topology: ring schedules are built on ring positions", "[topo]")
   Config cfg;
   cfg.topoFile = ttest::topologyDir() + "dgx1-v100.xml";
   auto all = setUpAll(cfg, peersOn(std::vector<int>(8, 0)));
-  CollArgs a;
-  a.type = CollType::AllReduce;
-  a.count = 1000;
-  BuildParams p;
-  p.nranks = 8;
-  p.algo = Algo::Ring;
+  const CollArgs a = argsOf(CollType::AllReduce, 1000);
   for (int r = 0; r < 8; ++r) {
-    p.rank = r;
-    Schedule s;
-    REQUIRE(buildScheduleInRingOrder(all[r], a, p, &s).isOk());
+    const Schedule s = ringSchedule(all, r, a, Algo::Ring);
     const int pos = all[r].ringPos[r];
     const int next = all[r].ringOrder[(pos + 1) % 8], prev = all[r].ringOrder[(pos + 7) % 8];
     for (const Step& st : s.steps) {
@@ -123,10 +138,11 @@ TEST_CASE("comm topology: ring schedules are built on ring positions", "[topo]")
     }
   }
   // Other collectives and algorithms keep rank order.
-  p.rank = 0;
+  BuildParams p;
+  p.nranks = 8;
   p.algo = Algo::RecursiveDoubling;
-  Schedule s, plain;
-  REQUIRE(buildScheduleInRingOrder(all[0], a, p, &s).isOk());
+  const Schedule s = ringSchedule(all, 0, a, Algo::RecursiveDoubling);
+  Schedule plain;
   REQUIRE(buildSchedule(a, p, &plain).isOk());
   REQUIRE(s.steps.size() == plain.steps.size());
   for (size_t i = 0; i < s.steps.size(); ++i) REQUIRE(s.steps[i].peer == plain.steps[i].peer);
@@ -161,18 +177,9 @@ TEST_CASE("comm topology: ranks sharing a core are neighbours, and chains follow
   // its successor, the last one only receives.
   for (CollType type : {CollType::Broadcast, CollType::Reduce})
     for (int root = 0; root < 8; root += 3) {
-      CollArgs a;
-      a.type = type;
-      a.count = 256;
-      a.root = root;
-      BuildParams p;
-      p.nranks = 8;
-      p.algo = Algo::Chain;
       const int rootPos = all[0].ringPos[root];
       for (int r = 0; r < 8; ++r) {
-        p.rank = r;
-        Schedule s;
-        REQUIRE(buildScheduleInRingOrder(all[r], a, p, &s).isOk());
+        const Schedule s = ringSchedule(all, r, argsOf(type, 256, root), Algo::Chain);
         const int pos = all[r].ringPos[r];
         const int q = (pos - rootPos + 8) % 8;  // distance from the root along the ring
         const int next = all[r].ringOrder[(pos + 1) % 8], prev = all[r].ringOrder[(pos + 7) % 8];
@@ -198,45 +205,23 @@ TEST_CASE("comm topology: ranks sharing a core are neighbours, and chains follow
     }
   // A broadcast chain above 32 KiB keeps rank order (larger pipelines ran
   // slower with hops inside a core): rank r receives from r-1.
-  {
-    CollArgs a;
-    a.type = CollType::Broadcast;
-    a.count = 64 << 10;  // 256 KiB of float
-    BuildParams p;
-    p.nranks = 8;
-    p.algo = Algo::Chain;
-    p.chunkBytes = 64 << 10;
-    for (int r = 1; r < 8; ++r) {
-      p.rank = r;
-      Schedule s;
-      REQUIRE(buildScheduleInRingOrder(all[r], a, p, &s).isOk());
-      for (const Step& st : s.steps)
-        if (st.kind == StepKind::Recv) REQUIRE(st.peer == r - 1);
-    }
-  }
+  for (int r = 1; r < 8; ++r)  // 256 KiB of float
+    for (const Step& st :
+         ringSchedule(all, r, argsOf(CollType::Broadcast, 64 << 10), Algo::Chain, 64 << 10).steps)
+      if (st.kind == StepKind::Recv) REQUIRE(st.peer == r - 1);
   // Two ranks per core: recursive doubling allreduce folds each core's
   // pair (ring positions 2i, 2i+1) first.
   REQUIRE(all[0].pairedCores);
-  {
-    CollArgs a;
-    a.type = CollType::AllReduce;
-    a.count = 64;
-    BuildParams p;
-    p.nranks = 8;
-    p.algo = Algo::RecursiveDoubling;
-    for (int r = 0; r < 8; ++r) {
-      p.rank = r;
-      Schedule s;
-      REQUIRE(buildScheduleInRingOrder(all[r], a, p, &s).isOk());
-      const int pos = all[r].ringPos[r];
-      const int mate = all[r].ringOrder[pos ^ 1];
-      REQUIRE(peers[mate].cpuMask == peers[r].cpuMask);  // the partner on its core
-      std::set<int> to;
-      for (const Step& st : s.steps)
-        if (st.peer >= 0) to.insert(st.peer);
-      if (pos % 2 == 0) REQUIRE(to == std::set<int>{mate});
-      else REQUIRE(to.count(mate) == 1);
-    }
+  for (int r = 0; r < 8; ++r) {
+    const Schedule s = ringSchedule(all, r, argsOf(CollType::AllReduce, 64), Algo::RecursiveDoubling);
+    const int pos = all[r].ringPos[r];
+    const int mate = all[r].ringOrder[pos ^ 1];
+    REQUIRE(peers[mate].cpuMask == peers[r].cpuMask);  // the partner on its core
+    std::set<int> to;
+    for (const Step& st : s.steps)
+      if (st.peer >= 0) to.insert(st.peer);
+    if (pos % 2 == 0) REQUIRE(to == std::set<int>{mate});
+    else REQUIRE(to.count(mate) == 1);
   }
   // Unbound ranks (no mask known) keep the View's order, and no folding.
   auto plain = setUpAll(cfg, peersOn(std::vector<int>(8, 0)));
