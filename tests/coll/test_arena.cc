@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -109,6 +110,23 @@ TEST_CASE("arena: different counts are a mismatch too", "[coll][arena][mismatch]
   INFO(out);
   CHECK(out.find("rank 0: #ok") != std::string::npos);
   CHECK(out.find("rank 2: #ok") != std::string::npos);
+}
+
+TEST_CASE("arena: tiny allreduces (data in the flag's line) check counts too",
+          "[coll][arena][mismatch]") {
+  // 8 and 12 bytes both take the inline path (ArenaOp::runInline).
+  std::string out = runThreads(3, [](weft_comm_t c, int r, int) -> std::string {
+    float v[3] = {1, 2, 3}, before[3] = {1, 2, 3};
+    weft_result_t res =
+        weft_allreduce(v, v, r == 1 ? 3 : 2, WEFT_FLOAT32, WEFT_SUM, c, nullptr);
+    std::string msg = weft_get_last_error(c);
+    if (res != WEFT_ERR_INVALID_USAGE) return "expected INVALID_USAGE: " + msg;
+    if (msg.find("3 x float") == std::string::npos) return "does not show the count: " + msg;
+    if (memcmp(v, before, sizeof v) != 0) return "the buffer changed";
+    return "#ok";
+  });
+  INFO(out);
+  for (int r = 0; r < 3; ++r) CHECK(out.find("rank " + std::to_string(r) + ": #ok") != std::string::npos);
 }
 
 TEST_CASE("arena: a rank that stops calling times out naming it", "[coll][arena][timeout]") {
