@@ -85,6 +85,7 @@ std::string expandRankPath(const std::string& pattern, int rank) {
 Telemetry::Telemetry(const Setup& s)
     : s_(s),
       on_(s.config.telemetry),
+      nTx_(static_cast<int>(std::min<size_t>(s.transports.size(), kMaxTransports))),
       agg_(kCollTypes * kSizeClasses),
       waitedForNs_(s.nranks, 0),
       waitedForOps_(s.nranks, 0),
@@ -212,12 +213,11 @@ void Telemetry::account(const OpRecord& r) {
   Agg& a = agg_[r.type * kSizeClasses + sizeClassOf(r.bytes)];
   a.ops++;
   a.bytes += r.bytes;
-  a.busBytes += static_cast<uint64_t>(static_cast<double>(r.bytes) * busFactor(r.type, s_.nranks));
   a.timeNs += r.endNs - r.entryNs;
   a.waitNs += wait;
   a.reduceNs += r.reduceNs;
   a.copyNs += r.copyNs;
-  for (int t = 0; t < kMaxTransports; ++t) a.sent[t] += r.sent[t];
+  for (int t = 0; t < nTx_; ++t) a.sent[t] += r.sent[t];
 }
 
 std::vector<OpRecord> Telemetry::recent(size_t n) const {

@@ -103,7 +103,7 @@ class Telemetry {
 
  private:
   struct Agg {
-    uint64_t ops = 0, bytes = 0, busBytes = 0;
+    uint64_t ops = 0, bytes = 0;  // bus bytes: bytes * busFactor (stats time)
     uint64_t timeNs = 0, waitNs = 0, reduceNs = 0, copyNs = 0;
     uint64_t sent[kMaxTransports] = {};
   };
@@ -112,6 +112,7 @@ class Telemetry {
 
   Setup s_;
   bool on_ = true;
+  int nTx_ = 0;  // transports with a name (of kMaxTransports)
   uint64_t lastEndNs_ = 0;
   uint64_t firstEntryNs_ = 0;
   uint64_t opsDone_ = 0, opsFailed_ = 0, gapNs_ = 0, waitNs_ = 0, busyNs_ = 0;
