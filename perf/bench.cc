@@ -324,8 +324,10 @@ std::string formatTime(double us) {
     std::snprintf(buf, sizeof buf, "%7.0f", us);
   else if (us >= 100.0)
     std::snprintf(buf, sizeof buf, "%7.1f", us);
-  else
+  else if (us >= 1.0)
     std::snprintf(buf, sizeof buf, "%7.2f", us);
+  else  // sub-microsecond: a third decimal (2 would round away 5%)
+    std::snprintf(buf, sizeof buf, "%7.3f", us);
   return buf;
 }
 

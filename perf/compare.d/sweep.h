@@ -234,7 +234,8 @@ static size_t sweep_count_wrong(enum sweep_coll c, const float* recv, size_t cou
 static void sweep_format_time(char* buf, size_t len, double us) {
   if (us >= 10000.0) snprintf(buf, len, "%9.0f", us);
   else if (us >= 100.0) snprintf(buf, len, "%9.1f", us);
-  else snprintf(buf, len, "%9.2f", us);
+  else if (us >= 1.0) snprintf(buf, len, "%9.2f", us);
+  else snprintf(buf, len, "%9.3f", us);
 }
 
 #define SWEEP_TRY(expr)                                                     \
