@@ -2,6 +2,7 @@
 // error and no buffer written on bad input), then one call of a group.
 #include "api/api_state.h"
 #include "core/clock.h"
+#include "cuda/runtime.h"
 #include "kernels/cpu/reduce.h"
 
 using namespace weft;
@@ -23,8 +24,9 @@ bool overlaps(const void* a, size_t alen, const void* b, size_t blen) {
   return alen && blen && x < y + blen && y < x + alen;
 }
 
-Status check(const Comm* c, const Call& k, weft_stream_t stream, CollArgs* out,
-             PendingCall* pc, uint64_t now) {
+// The call's arguments, checked; *needSend / *needRecv: whether this rank
+// reads sendbuf / writes recvbuf.
+Status check(const Comm* c, const Call& k, CollArgs* out, bool* needSendOut, bool* needRecvOut) {
   const char* name = collName(k.type);
   const int n = c->nranks();
   if (static_cast<int>(k.dtype) < 0 || k.dtype >= WEFT_NUM_DATATYPES)
@@ -76,10 +78,9 @@ Status check(const Comm* c, const Call& k, weft_stream_t stream, CollArgs* out,
   if (!a.inPlace && needSend && needRecv && overlaps(k.send, sb, k.recv, rb))
     return invalidArgument(strFormat("%s: sendbuf and recvbuf overlap but are not in place",
                                      name));
-  pc->send = k.send;
-  pc->recv = k.recv;
-  WEFT_RETURN_IF_ERROR(resolveMemory(name, stream, needSend, needRecv, pc, now));
   *out = a;
+  *needSendOut = needSend;
+  *needRecvOut = needRecv;
   return Status();
 }
 
@@ -95,8 +96,18 @@ weft_result_t submit(weft_comm_t comm, const Call& k, weft_stream_t stream) {
   // that runs now, the telemetry's entry time.
   const uint64_t now = nowNs();
   CollArgs a;
+  bool needSend = false, needRecv = false;
+  st = check(c, k, &a, &needSend, &needRecv);
+  // Host memory, outside a group, and no CUDA driver in the process: run it
+  // (resolveMemory would find nothing to resolve).
+  if (st.isOk() && !stream && g.depth == 0 && !cuda::driverLoaded(now)) {
+    st = c->runNow(a, k.dtype, k.send, k.recv, now);
+    return st.isOk() ? WEFT_SUCCESS : setError(c, st);
+  }
   PendingCall pc;
-  st = check(c, k, stream, &a, &pc, now);
+  pc.send = k.send;
+  pc.recv = k.recv;
+  if (st.isOk()) st = resolveMemory(collName(k.type), stream, needSend, needRecv, &pc, now);
   if (st.isError()) {
     if (g.depth > 0 && g.error.isOk()) g.error = st;
     return setError(c, st);

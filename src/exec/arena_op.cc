@@ -455,16 +455,17 @@ Status ArenaOp::waitTarget(double timeoutS, const std::atomic<bool>* cancel) {
   }, stage_ == 1 ? waitRank() : -1);
 }
 
-Status ArenaOp::runInline(double timeoutS, const std::atomic<bool>* cancel) {
-  // The same round as progress() runs for it (one-shot, data in the flag's
-  // line), in a third of the instructions: an 8-byte allreduce is mostly
-  // this function.
+Status ArenaOp::runOneShot(double timeoutS, const std::atomic<bool>* cancel) {
+  // The same round as progress() runs for it, in a third of the
+  // instructions: a small allreduce is mostly this function.
   const uint64_t g = base_;
+  const int par = static_cast<int>(g & 1);
   const uint64_t gate = gateOfA(g);
   if (gate && !arena_->reached(gate, nullptr)) WEFT_RETURN_IF_ERROR(waitTarget(timeoutS, cancel));
   const uint64_t w0 = descWord0(args_, dt_), w1 = args_.count;
   arena_->setDesc(g, w0, w1, rec_ ? rec_->stamp : 0);
-  memcpy(arena_->inlineData(me_, g), send_, total_);
+  // Up to 16 bytes ride in the line that carries the flag.
+  memcpy(inline_ ? arena_->inlineData(me_, g) : arena_->buf(me_, par), send_, total_);
   if (rec_) rec_->sent[tx_] += total_;
   arena_->publish(2 * g + 1);
   stage_ = 1;
@@ -481,12 +482,12 @@ Status ArenaOp::runInline(double timeoutS, const std::atomic<bool>* cancel) {
     const uint64_t* d = arena_->descOf(p, g, &stamp);
     if (!d || d[0] != w0 || d[1] != w1) {
       // phaseB finds the mismatch again and says what it is.
-      Status bs = phaseB(0, static_cast<int>(g & 1));
+      Status bs = phaseB(0, par);
       if (bs.isOk()) round_ = 1, stage_ = 0;
       return bs;
     }
     if (rec_) rec_->stamp = telemetry::laterStamp(rec_->stamp, stamp);
-    srcs[p] = arena_->inlineData(p, g);
+    srcs[p] = inline_ ? arena_->inlineData(p, g) : arena_->buf(p, par);
   }
   const size_t count = total_ / args_.eltSize;
   reduceHostN(recv_, srcs, n_, count, dt_, args_.op);
@@ -497,8 +498,9 @@ Status ArenaOp::runInline(double timeoutS, const std::atomic<bool>* cancel) {
 }
 
 Status ArenaOp::run(double timeoutS, const std::atomic<bool>* cancel) {
-  if (inline_ && !timed_ && round_ == 0 && stage_ == 0 && rounds_ == 1 && recv_)
-    return runInline(timeoutS, cancel);
+  if (oneShot_ && args_.type == CollType::AllReduce && !timed_ && round_ == 0 && stage_ == 0 &&
+      rounds_ == 1 && recv_)
+    return runOneShot(timeoutS, cancel);
   for (;;) {
     Status st;
     bool moved = false;

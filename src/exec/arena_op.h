@@ -101,9 +101,9 @@ class ArenaOp : public OpRunner {
   Status phaseB(size_t j, int par);
   void phaseC(size_t j, int par);
   Status directB(int par);  // B of the single-copy mode
-  // run() of an inline allreduce (inline_, untimed): phases A and B of its
-  // one round straight through, without progress()'s stage machine.
-  Status runInline(double timeoutS, const std::atomic<bool>* cancel);
+  // run() of a one-shot allreduce (oneShot_, untimed): phases A and B of
+  // its one round straight through, without progress()'s stage machine.
+  Status runOneShot(double timeoutS, const std::atomic<bool>* cancel);
   // Waits until every rank (or waitRank()) reached target().
   Status waitTarget(double timeoutS, const std::atomic<bool>* cancel);
   bool hasC() const;  // this rank runs a C phase

@@ -114,7 +114,7 @@ TEST_CASE("arena: different counts are a mismatch too", "[coll][arena][mismatch]
 
 TEST_CASE("arena: tiny allreduces (data in the flag's line) check counts too",
           "[coll][arena][mismatch]") {
-  // 8 and 12 bytes both take the inline path (ArenaOp::runInline).
+  // 8 and 12 bytes both take the inline path of ArenaOp::runOneShot.
   std::string out = runThreads(3, [](weft_comm_t c, int r, int) -> std::string {
     float v[3] = {1, 2, 3}, before[3] = {1, 2, 3};
     weft_result_t res =
