@@ -96,7 +96,9 @@ ArenaOp::ArenaOp(shm::Arena* arena, const CollArgs& args, weft_datatype_t dt, co
     }
     default: break;  // barrier: one round, no data
   }
-  if (step_ % e) step_ -= step_ % e;
+  // Whole elements per round (element sizes are powers of two: a mask, not
+  // a division).
+  step_ -= (e & (e - 1)) == 0 ? step_ & (e - 1) : step_ % e;
   const size_t outBytes = args.type == CollType::AllGather || args.type == CollType::AllToAll
                               ? blk * static_cast<size_t>(n_)
                               : blk;
@@ -121,7 +123,7 @@ ArenaOp::ArenaOp(shm::Arena* arena, const CollArgs& args, weft_datatype_t dt, co
   if (args.type == CollType::Barrier)
     rounds_ = 1;
   else
-    rounds_ = total_ == 0 || step_ == 0 ? 0 : (total_ + step_ - 1) / step_;
+    rounds_ = total_ == 0 || step_ == 0 ? 0 : total_ <= step_ ? 1 : (total_ + step_ - 1) / step_;
   base_ = arena->reserveRounds(rounds_);
 }
 
