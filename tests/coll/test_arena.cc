@@ -54,6 +54,21 @@ TEST_CASE("arena: AVG and PROD over many rounds - threads", "[coll][arena][threa
   REQUIRE(err == "");
 }
 
+TEST_CASE("arena: more than 16 ranks - one-shot and staged rounds", "[coll][arena][threads]") {
+  // Above 16 ranks the one-shot reduction takes its source list from the
+  // heap (ArenaOp::runOneShot, phaseB).
+  std::string err = runThreads(17, [](weft_comm_t c, int r, int n) {
+    for (Coll coll : {Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather, Coll::Broadcast})
+      for (size_t count : {size_t(2), size_t(300)})
+        for (bool ip : {false, true}) {
+          std::string e = runAndCheck(c, r, n, coll, WEFT_FLOAT32, WEFT_SUM, count, ip, 16);
+          if (!e.empty()) return e;
+        }
+    return std::string();
+  });
+  REQUIRE(err == "");
+}
+
 TEST_CASE("arena: nonblocking groups and blocking calls interleave in order", "[coll][arena][async]") {
   std::string err = runThreads(3, [](weft_comm_t c, int r, int n) -> std::string {
     std::vector<float> a(3000, static_cast<float>(r + 1)), b(3000, 0.0f), x(10, 1.0f);
