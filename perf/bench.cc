@@ -281,10 +281,26 @@ Measure measure(const Ctx& c, const Layout& L, const DtypeInfo& t, weft_op_t op,
   for (int w = 0; w < o.warmup; ++w) launch(c, L, t.dt, op, b);
   finish(c, L, t, false);
   double perCall = o.warmup > 0 ? (nowSeconds() - t0) / o.warmup : 0.0;
+  if (o.warmupSeconds > 0) {
+    if (perCall <= 0) {  // one probe call to estimate the cost
+      t0 = nowSeconds();
+      launch(c, L, t.dt, op, b);
+      finish(c, L, t, false);
+      perCall = nowSeconds() - t0;
+    }
+    // Every rank must run the same number of calls: agree on the estimate.
+    perCall = agreeMax(c, perCall);
+    const int extra =
+        static_cast<int>(std::min(1e6, std::ceil(o.warmupSeconds / std::max(perCall, 1e-9))));
+    t0 = nowSeconds();
+    for (int w = 0; w < extra; ++w) launch(c, L, t.dt, op, b);
+    finish(c, L, t, false);
+    perCall = (nowSeconds() - t0) / extra;  // a warm estimate for the budget
+  }
 
   int iters = o.iters;
   if (o.timeBudget > 0) {
-    if (o.warmup == 0) {  // one probe call to estimate the cost
+    if (perCall <= 0) {  // one probe call to estimate the cost
       t0 = nowSeconds();
       launch(c, L, t.dt, op, b);
       finish(c, L, t, false);
@@ -366,6 +382,7 @@ void printHeader(const Ctx& c, const std::string& modeDesc, const std::vector<Ra
                 o.stepFactor);
   std::printf(" warmup iters: %d iters: %d validation: %d blocking: %d", o.warmup, o.iters,
               o.check, o.blocking);
+  if (o.warmupSeconds > 0) std::printf(" warmup time: %gs", o.warmupSeconds);
   if (o.timeBudget > 0)
     std::printf(" time budget: %gs\n", o.timeBudget);
   else

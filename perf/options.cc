@@ -113,7 +113,7 @@ const Flag kFlags[] = {
     {"-z", nullptr, "--blocking"},    {"-np", nullptr, "--nprocs"},
     {"-t", nullptr, "--nthreads"},    {"-a", "-A", "--algo"},
     {"-T", nullptr, "--time_budget"}, {"-B", nullptr, "--bind"},
-    {"-G", nullptr, "--device"},
+    {"-G", nullptr, "--device"},      {"-W", nullptr, "--warmup_time"},
 };
 
 std::string baseName(const char* path) {
@@ -192,6 +192,8 @@ void printUsage(FILE* f, const char* prog) {
                "  -t, --nthreads N       N ranks as threads (with -np: N threads per process)\n"
                "  -a, -A, --algo ALGO    set WEFT_ALGO=<collective>:ALGO before init\n"
                "  -T, --time_budget S    cap each timed loop at about S seconds (>= 1 iteration)\n"
+               "  -W, --warmup_time S    after the -w calls, warm up for about S more seconds\n"
+               "                         (a count the ranks agree on), default 0\n"
                "  -B, --bind 0|1         pin -np ranks to the allowed CPUs round-robin, default 1\n"
                "  -G, --device 0|1       1: buffers in CUDA device memory (rank r on device\n"
                "                         r %% devices), calls on a stream; default 0 (host)\n"
@@ -294,6 +296,8 @@ ParseResult parseOptions(int argc, char** argv, Options* o, std::string* err) {
       ok = parseInt(value, 0, 1, &o->device);
     } else if (name == "-T") {
       ok = parseDouble(value, &o->timeBudget) && o->timeBudget > 0;
+    } else if (name == "-W") {
+      ok = parseDouble(value, &o->warmupSeconds) && o->warmupSeconds >= 0;
     }
     if (!ok) {
       *err = "bad value '" + std::string(value) + "' for " + arg;

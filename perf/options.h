@@ -34,6 +34,10 @@ struct Options {
   int nthreads = 0;  // -t: ranks as threads (0 = no)
   std::string algo;  // -a / -A
   double timeBudget = 0;  // -T seconds per size and placement; 0 = none
+  // -W: warm-up seconds after the -w calls (0 = none). Rooted and gathering
+  // collectives let ranks run ahead; their first tens of milliseconds of
+  // back-to-back calls can differ from the steady state.
+  double warmupSeconds = 0;
   int bind = 1;           // -B: pin forked ranks to CPUs round-robin (as mpirun does)
   int device = 0;         // -G: buffers in CUDA device memory, calls on a stream
 };

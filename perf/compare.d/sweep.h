@@ -42,6 +42,7 @@ struct sweep_opts {
   int warmup;
   int check;
   double budget_s; /* 0: none */
+  double warmup_s; /* -W: warm-up seconds after the -w calls; 0: none */
   int nprocs;      /* forked ranks (Gloo); 0 when a launcher starts them */
 };
 
@@ -100,7 +101,8 @@ static void sweep_usage(FILE* f, const char* prog, int with_np) {
           "  -n N  timed calls per row (upper bound with -T), default 20\n"
           "  -w N  warmup calls per row, default 5\n"
           "  -c 0|1  check one extra call per row, default 1\n"
-          "  -T S  time budget per row in seconds, default none\n",
+          "  -T S  time budget per row in seconds, default none\n"
+          "  -W S  after the -w calls, warm up for about S more seconds, default 0\n",
           prog);
   if (with_np) fprintf(f, "  -np N  fork N ranks, default 2\n");
 }
@@ -117,6 +119,7 @@ static int sweep_parse_args(int argc, char** argv, struct sweep_opts* o, int wit
   o->warmup = 5;
   o->check = 1;
   o->budget_s = 0;
+  o->warmup_s = 0;
   o->nprocs = with_np ? 2 : 0;
   for (i = 1; i < argc; ++i) {
     const char* a = argv[i];
@@ -158,6 +161,9 @@ static int sweep_parse_args(int argc, char** argv, struct sweep_opts* o, int wit
     } else if (!strcmp(a, "-T")) {
       o->budget_s = atof(v);
       if (o->budget_s < 0) goto bad;
+    } else if (!strcmp(a, "-W")) {
+      o->warmup_s = atof(v);
+      if (o->warmup_s < 0) goto bad;
     } else if (with_np && !strcmp(a, "-np")) {
       o->nprocs = atoi(v);
       if (o->nprocs < 1) goto bad;
@@ -271,8 +277,10 @@ static int sweep_run(const struct sweep_opts* o, const struct sweep_backend* be)
     printf("# %s: collective %s, ranks %d, float sum, out-of-place\n", be->name,
            sweep_coll_name(o->coll), n);
     printf("#  minBytes %zu maxBytes %zu step: %zu(factor) warmup iters: %d iters: %d "
-           "validation: %d time budget: ",
+           "validation: %d ",
            o->min_bytes, o->max_bytes, o->factor, o->warmup, o->iters, o->check);
+    if (o->warmup_s > 0) printf("warmup time: %gs ", o->warmup_s);
+    printf("time budget: ");
     if (o->budget_s > 0) printf("%gs\n", o->budget_s);
     else printf("none\n");
     printf("#%11s  %12s  %8s  %6s  %6s  %9s  %7s  %7s  %6s\n", "size", "count", "type", "redop",
@@ -293,8 +301,22 @@ static int sweep_run(const struct sweep_opts* o, const struct sweep_backend* be)
       t0 = sweep_now();
       for (k = 0; k < o->warmup; ++k) SWEEP_TRY(be->coll(be->ctx, o->coll, send, recv, count));
       if (o->warmup > 0) per_call = (sweep_now() - t0) / o->warmup;
+      if (o->warmup_s > 0) {
+        double extra;
+        if (per_call <= 0) { /* one probe call for the estimate */
+          t0 = sweep_now();
+          SWEEP_TRY(be->coll(be->ctx, o->coll, send, recv, count));
+          per_call = sweep_now() - t0;
+        }
+        SWEEP_TRY(be->max_f64(be->ctx, &per_call)); /* every rank must agree */
+        extra = ceil(o->warmup_s / (per_call > 1e-9 ? per_call : 1e-9));
+        if (extra > 1e6) extra = 1e6;
+        t0 = sweep_now();
+        for (k = 0; k < (int)extra; ++k) SWEEP_TRY(be->coll(be->ctx, o->coll, send, recv, count));
+        per_call = (sweep_now() - t0) / extra; /* a warm estimate for the budget */
+      }
       if (o->budget_s > 0) {
-        if (o->warmup == 0) { /* one probe call for the estimate */
+        if (per_call <= 0) { /* one probe call for the estimate */
           t0 = sweep_now();
           SWEEP_TRY(be->coll(be->ctx, o->coll, send, recv, count));
           per_call = sweep_now() - t0;
