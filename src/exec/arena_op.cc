@@ -485,7 +485,10 @@ Status ArenaOp::runOneShot(double timeoutS, const std::atomic<bool>* cancel) {
     if (!d || d[0] != w0 || d[1] != w1) {
       // phaseB finds the mismatch again and says what it is.
       Status bs = phaseB(0, par);
-      if (bs.isOk()) round_ = 1, stage_ = 0;
+      if (bs.isOk()) {
+        stage_ = 0;
+        round_ = 1;
+      }
       return bs;
     }
     if (rec_) rec_->stamp = telemetry::laterStamp(rec_->stamp, stamp);

@@ -87,7 +87,9 @@ std::string Telemetry::statsJson() const {
           "\"copy_ns\": %llu, \"sent\": {",
           collName(static_cast<CollType>(t)), sizeClassName(c),
           static_cast<unsigned long long>(a.ops), static_cast<unsigned long long>(a.bytes),
-          static_cast<unsigned long long>(static_cast<double>(a.bytes) * busFactor(static_cast<uint8_t>(t), s_.nranks)), static_cast<unsigned long long>(a.timeNs),
+          static_cast<unsigned long long>(static_cast<double>(a.bytes) *
+                                          busFactor(static_cast<uint8_t>(t), s_.nranks)),
+          static_cast<unsigned long long>(a.timeNs),
           static_cast<unsigned long long>(a.waitNs), static_cast<unsigned long long>(a.reduceNs),
           static_cast<unsigned long long>(a.copyNs));
       bool f2 = true;
