@@ -76,8 +76,7 @@ Status check(const Comm* c, const Call& k, CollArgs* out, bool* needSendOut, boo
     default: a.inPlace = k.send && k.send == k.recv; break;
   }
   if (!a.inPlace && needSend && needRecv && overlaps(k.send, sb, k.recv, rb))
-    return invalidArgument(strFormat("%s: sendbuf and recvbuf overlap but are not in place",
-                                     name));
+    return invalidArgument(strFormat("%s: sendbuf and recvbuf overlap but are not in place", name));
   *out = a;
   *needSendOut = needSend;
   *needRecvOut = needRecv;

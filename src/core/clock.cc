@@ -88,8 +88,9 @@ uint64_t nowNs() {
       // Through int64: unsigned 64-bit <-> double conversions take a dozen
       // instructions each on x86-64 (the difference is under a millisecond
       // of ticks: the anchor is renewed that often).
-      v = anchorNs + static_cast<uint64_t>(static_cast<int64_t>(
-                         static_cast<double>(static_cast<int64_t>(t - anchorTsc)) * clock.nsPerTick));
+      v = anchorNs +
+          static_cast<uint64_t>(static_cast<int64_t>(
+              static_cast<double>(static_cast<int64_t>(t - anchorTsc)) * clock.nsPerTick));
     }
     if (v < last) v = last;
     last = v;

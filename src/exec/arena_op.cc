@@ -449,12 +449,15 @@ void ArenaOp::waitingFor(std::vector<int>* ranks) const {
 }
 
 Status ArenaOp::waitTarget(double timeoutS, const std::atomic<bool>* cancel) {
-  return arena_->wait(target(), timeoutS, [this] { return describe(); }, cancel, [this] {
-    if (!tel_ || !rec_) return;
-    std::vector<int> w;
-    waitingFor(&w);
-    tel_->checkStall(*rec_, w, nowNs());
-  }, stage_ == 1 ? waitRank() : -1);
+  return arena_->wait(
+      target(), timeoutS, [this] { return describe(); }, cancel,
+      [this] {
+        if (!tel_ || !rec_) return;
+        std::vector<int> w;
+        waitingFor(&w);
+        tel_->checkStall(*rec_, w, nowNs());
+      },
+      stage_ == 1 ? waitRank() : -1);
 }
 
 Status ArenaOp::runOneShot(double timeoutS, const std::atomic<bool>* cancel) {

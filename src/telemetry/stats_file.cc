@@ -89,9 +89,8 @@ std::string Telemetry::statsJson() const {
           static_cast<unsigned long long>(a.ops), static_cast<unsigned long long>(a.bytes),
           static_cast<unsigned long long>(static_cast<double>(a.bytes) *
                                           busFactor(static_cast<uint8_t>(t), s_.nranks)),
-          static_cast<unsigned long long>(a.timeNs),
-          static_cast<unsigned long long>(a.waitNs), static_cast<unsigned long long>(a.reduceNs),
-          static_cast<unsigned long long>(a.copyNs));
+          static_cast<unsigned long long>(a.timeNs), static_cast<unsigned long long>(a.waitNs),
+          static_cast<unsigned long long>(a.reduceNs), static_cast<unsigned long long>(a.copyNs));
       bool f2 = true;
       for (size_t x = 0; x < s_.transports.size() && x < static_cast<size_t>(kMaxTransports); ++x) {
         if (!a.sent[x]) continue;

@@ -2,14 +2,13 @@
 // collective matrix does not reach — rounds much smaller than the messages,
 // parts that do not divide evenly, mixed blocking and nonblocking calls,
 // mismatched calls, and a peer that stops.
-#include <catch2/catch.hpp>
-
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <csignal>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 
@@ -132,8 +131,7 @@ TEST_CASE("arena: tiny allreduces (data in the flag's line) check counts too",
   // 8 and 12 bytes both take the inline path of ArenaOp::runOneShot.
   std::string out = runThreads(3, [](weft_comm_t c, int r, int) -> std::string {
     float v[3] = {1, 2, 3}, before[3] = {1, 2, 3};
-    weft_result_t res =
-        weft_allreduce(v, v, r == 1 ? 3 : 2, WEFT_FLOAT32, WEFT_SUM, c, nullptr);
+    weft_result_t res = weft_allreduce(v, v, r == 1 ? 3 : 2, WEFT_FLOAT32, WEFT_SUM, c, nullptr);
     std::string msg = weft_get_last_error(c);
     if (res != WEFT_ERR_INVALID_USAGE) return "expected INVALID_USAGE: " + msg;
     if (msg.find("3 x float") == std::string::npos) return "does not show the count: " + msg;
@@ -141,7 +139,8 @@ TEST_CASE("arena: tiny allreduces (data in the flag's line) check counts too",
     return "#ok";
   });
   INFO(out);
-  for (int r = 0; r < 3; ++r) CHECK(out.find("rank " + std::to_string(r) + ": #ok") != std::string::npos);
+  for (int r = 0; r < 3; ++r)
+    CHECK(out.find("rank " + std::to_string(r) + ": #ok") != std::string::npos);
 }
 
 TEST_CASE("arena: a rank that stops calling times out naming it", "[coll][arena][timeout]") {
