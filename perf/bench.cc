@@ -281,15 +281,20 @@ Measure measure(const Ctx& c, const Layout& L, const DtypeInfo& t, weft_op_t op,
   for (int w = 0; w < o.warmup; ++w) launch(c, L, t.dt, op, b);
   finish(c, L, t, false);
   double perCall = o.warmup > 0 ? (nowSeconds() - t0) / o.warmup : 0.0;
-  if (o.warmupSeconds > 0) {
-    if (perCall <= 0) {  // one probe call to estimate the cost
-      t0 = nowSeconds();
+  // The time per call, the same on every rank (the maximum: every rank must
+  // make the same number of calls), from the calls just made or, when there
+  // were none, from one probe call.
+  auto agreed = [&](double measured) {
+    if (measured <= 0) {
+      const double p0 = nowSeconds();
       launch(c, L, t.dt, op, b);
       finish(c, L, t, false);
-      perCall = nowSeconds() - t0;
+      measured = nowSeconds() - p0;
     }
-    // Every rank must run the same number of calls: agree on the estimate.
-    perCall = agreeMax(c, perCall);
+    return agreeMax(c, measured);
+  };
+  if (o.warmupSeconds > 0) {
+    perCall = agreed(perCall);
     const int extra =
         static_cast<int>(std::min(1e6, std::ceil(o.warmupSeconds / std::max(perCall, 1e-9))));
     t0 = nowSeconds();
@@ -300,14 +305,7 @@ Measure measure(const Ctx& c, const Layout& L, const DtypeInfo& t, weft_op_t op,
 
   int iters = o.iters;
   if (o.timeBudget > 0) {
-    if (perCall <= 0) {  // one probe call to estimate the cost
-      t0 = nowSeconds();
-      launch(c, L, t.dt, op, b);
-      finish(c, L, t, false);
-      perCall = nowSeconds() - t0;
-    }
-    // Every rank must run the same number of calls: agree on the estimate.
-    perCall = agreeMax(c, perCall);
+    perCall = agreed(perCall);
     if (perCall > 0) {
       const double fit = std::floor(o.timeBudget / perCall);
       iters = static_cast<int>(std::max(1.0, std::min(fit, static_cast<double>(o.iters))));

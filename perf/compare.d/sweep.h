@@ -254,6 +254,19 @@ static void sweep_format_time(char* buf, size_t len, double us) {
 
 /* Runs the whole sweep on this rank; rank 0 prints the table. Returns 0,
  * 1 when some element was wrong, 3 when a call failed. */
+/* The time per call, the same on every rank (the maximum: every rank must
+ * make the same number of calls), from *per_call (the calls just made) or,
+ * when that is 0, from one probe call. */
+static int sweep_agreed_per_call(const struct sweep_opts* o, const struct sweep_backend* be,
+                                 const float* send, float* recv, size_t count, double* per_call) {
+  if (*per_call <= 0) {
+    const double t0 = sweep_now();
+    if (be->coll(be->ctx, o->coll, send, recv, count) != 0) return 1;
+    *per_call = sweep_now() - t0;
+  }
+  return be->max_f64(be->ctx, per_call);
+}
+
 static int sweep_run(const struct sweep_opts* o, const struct sweep_backend* be) {
   const int n = be->nranks;
   const size_t buf_bytes = (o->max_bytes + 4095) / 4096 * 4096;
@@ -303,12 +316,7 @@ static int sweep_run(const struct sweep_opts* o, const struct sweep_backend* be)
       if (o->warmup > 0) per_call = (sweep_now() - t0) / o->warmup;
       if (o->warmup_s > 0) {
         double extra;
-        if (per_call <= 0) { /* one probe call for the estimate */
-          t0 = sweep_now();
-          SWEEP_TRY(be->coll(be->ctx, o->coll, send, recv, count));
-          per_call = sweep_now() - t0;
-        }
-        SWEEP_TRY(be->max_f64(be->ctx, &per_call)); /* every rank must agree */
+        SWEEP_TRY(sweep_agreed_per_call(o, be, send, recv, count, &per_call));
         extra = ceil(o->warmup_s / (per_call > 1e-9 ? per_call : 1e-9));
         if (extra > 1e6) extra = 1e6;
         t0 = sweep_now();
@@ -316,12 +324,7 @@ static int sweep_run(const struct sweep_opts* o, const struct sweep_backend* be)
         per_call = (sweep_now() - t0) / extra; /* a warm estimate for the budget */
       }
       if (o->budget_s > 0) {
-        if (per_call <= 0) { /* one probe call for the estimate */
-          t0 = sweep_now();
-          SWEEP_TRY(be->coll(be->ctx, o->coll, send, recv, count));
-          per_call = sweep_now() - t0;
-        }
-        SWEEP_TRY(be->max_f64(be->ctx, &per_call)); /* every rank must agree */
+        SWEEP_TRY(sweep_agreed_per_call(o, be, send, recv, count, &per_call));
         if (per_call > 0) {
           double fit = floor(o->budget_s / per_call);
           if (fit > o->iters) fit = o->iters;
