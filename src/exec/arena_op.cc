@@ -291,12 +291,7 @@ Status ArenaOp::phaseB(size_t j, int par) {
     case CollType::AllReduce:
     case CollType::Reduce: {
       if (oneShot_) {
-        for (int p = 0; p < n_; ++p)
-          srcs[p] = inline_ ? arena_->inlineData(p, base_ + round_) : arena_->buf(p, par);
-        uint8_t* dst = recv_ ? recv_ + lo : nullptr;
-        if (!dst) break;  // reduce is never one-shot; keep it safe anyway
-        reduceHostN(dst, srcs, n_, len / e, dt_, args_.op);
-        if (args_.op == WEFT_AVG) divideByCount(dst, len / e, dt_, n_);
+        reduceOneShot(par);
         break;
       }
       size_t off, pl;
@@ -460,6 +455,23 @@ Status ArenaOp::waitTarget(double timeoutS, const std::atomic<bool>* cancel) {
       stage_ == 1 ? waitRank() : -1);
 }
 
+void ArenaOp::reduceOneShot(int par) {
+  const uint64_t g = base_ + round_;
+  const void* srcsInline[16];
+  std::unique_ptr<const void*[]> srcsHeap;
+  const void** srcs = srcsInline;
+  if (n_ > 16) {
+    srcsHeap.reset(new const void*[n_]);
+    srcs = srcsHeap.get();
+  }
+  for (int p = 0; p < n_; ++p)
+    srcs[p] = inline_ ? arena_->inlineData(p, g) : arena_->buf(p, par);
+  if (!recv_) return;  // reduce is never one-shot; keep it safe anyway
+  const size_t count = total_ / args_.eltSize;
+  reduceHostN(recv_, srcs, n_, count, dt_, args_.op);
+  if (args_.op == WEFT_AVG) divideByCount(recv_, count, dt_, n_);
+}
+
 Status ArenaOp::runOneShot(double timeoutS, const std::atomic<bool>* cancel) {
   // The same round as progress() runs for it, in a third of the
   // instructions: a small allreduce is mostly this function.
@@ -475,13 +487,6 @@ Status ArenaOp::runOneShot(double timeoutS, const std::atomic<bool>* cancel) {
   arena_->publish(2 * g + 1);
   stage_ = 1;
   if (!arena_->reached(2 * g + 1, nullptr)) WEFT_RETURN_IF_ERROR(waitTarget(timeoutS, cancel));
-  const void* srcsInline[16];
-  std::unique_ptr<const void*[]> srcsHeap;
-  const void** srcs = srcsInline;
-  if (n_ > 16) {
-    srcsHeap.reset(new const void*[n_]);
-    srcs = srcsHeap.get();
-  }
   for (int p = 0; p < n_; ++p) {
     uint64_t stamp = 0;
     const uint64_t* d = arena_->descOf(p, g, &stamp);
@@ -495,11 +500,8 @@ Status ArenaOp::runOneShot(double timeoutS, const std::atomic<bool>* cancel) {
       return bs;
     }
     if (rec_) rec_->stamp = telemetry::laterStamp(rec_->stamp, stamp);
-    srcs[p] = inline_ ? arena_->inlineData(p, g) : arena_->buf(p, par);
   }
-  const size_t count = total_ / args_.eltSize;
-  reduceHostN(recv_, srcs, n_, count, dt_, args_.op);
-  if (args_.op == WEFT_AVG) divideByCount(recv_, count, dt_, n_);
+  reduceOneShot(par);
   stage_ = 0;
   round_ = 1;
   return Status::ok();

@@ -104,6 +104,9 @@ class ArenaOp : public OpRunner {
   // run() of a one-shot allreduce (oneShot_, untimed): phases A and B of
   // its one round straight through, without progress()'s stage machine.
   Status runOneShot(double timeoutS, const std::atomic<bool>* cancel);
+  // B of a one-shot allreduce: every rank's staged copy (in its flag's line
+  // up to 16 bytes) reduced in rank order into recv_.
+  void reduceOneShot(int par);
   // Waits until every rank (or waitRank()) reached target().
   Status waitTarget(double timeoutS, const std::atomic<bool>* cancel);
   bool hasC() const;  // this rank runs a C phase
