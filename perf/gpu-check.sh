@@ -44,20 +44,34 @@ failed=0
 note() { echo "$*" | tee -a "$SUMMARY"; }
 elapsed() { echo $(($(date +%s) - START)); }
 # section NAME SECONDS CMD...: runs CMD (a program or one of the exported
-# functions below) bounded by `timeout`, which kills its whole process group
-# (forked ranks included); logs to $OUTDIR/NAME.log.
+# functions below) in a process group of its own (forked ranks included),
+# logging to $OUTDIR/NAME.log. Past SECONDS, the stacks of every process of
+# the group are written to $OUTDIR/NAME.stacks (cuda-gdb, or gdb, when
+# there is one: a hang's diagnosis), then the group is killed.
 section() {
-  local name=$1 limit=$2 t0 rc dt
+  local name=$1 limit=$2 t0 rc dt pid
   shift 2
   t0=$(date +%s)
   echo "== $name (bound ${limit}s)"
-  timeout --kill-after=10 "$limit" bash -c '"$@"' "$name" "$@" >"$OUTDIR/$name.log" 2>&1
-  rc=$?
+  setsid bash -c '"$@"' "$name" "$@" >"$OUTDIR/$name.log" 2>&1 &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null && [ $(($(date +%s) - t0)) -lt "$limit" ]; do sleep 0.2; done
+  if kill -0 "$pid" 2>/dev/null; then
+    group_stacks "$pid" >"$OUTDIR/$name.stacks" 2>&1
+    kill -TERM -- "-$pid" 2>/dev/null
+    sleep 2
+    kill -KILL -- "-$pid" 2>/dev/null
+    wait "$pid"
+    rc=124
+  else
+    wait "$pid"
+    rc=$?
+  fi
   dt=$(($(date +%s) - t0))
   if [ $rc -eq 0 ]; then
     note "PASS  $name (${dt}s)"
-  elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-    note "FAIL  $name: ran past ${limit}s (log: $OUTDIR/$name.log)"
+  elif [ $rc -eq 124 ]; then
+    note "FAIL  $name: ran past ${limit}s (log: $OUTDIR/$name.log, stacks: $OUTDIR/$name.stacks)"
     failed=1
   else
     note "FAIL  $name: exit $rc (log: $OUTDIR/$name.log)"
@@ -65,6 +79,23 @@ section() {
   fi
   tail -n 15 "$OUTDIR/$name.log"
   return "$rc"
+}
+# The threads' stacks of a process group's programs (not its shells), at
+# most 6 processes, each bounded.
+group_stacks() {
+  local dbg p n=0
+  dbg=$(command -v cuda-gdb || command -v gdb) || {
+    echo "no cuda-gdb or gdb here: no stacks"
+    return
+  }
+  for p in $(pgrep -g "$1"); do
+    case $(cat "/proc/$p/comm" 2>/dev/null) in bash | sleep | timeout | env | "") continue ;; esac
+    n=$((n + 1))
+    [ $n -le 6 ] || break
+    echo "---- pid $p: $(tr '\0' ' ' <"/proc/$p/cmdline" | cut -c1-200)"
+    timeout 40 "$dbg" -p "$p" -batch -ex 'set pagination off' -ex 'thread apply all bt 30' 2>&1 |
+      grep -E '^(Thread|#)'
+  done
 }
 
 note "# weft gpu-check, $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
@@ -114,6 +145,22 @@ if [ -d "$deps/usr" ]; then
   fi
 fi
 
+# The NCCL shim needs nccl.h beside the toolkit's headers (src/shim).
+nccl_inc=
+cuda_inc=$(dirname "$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")")/include
+if [ -e "$cuda_inc/nccl.h" ]; then
+  nccl_inc=$cuda_inc
+elif [ -e "$deps/nccl/nccl.h" ] && [ -e "$cuda_inc/cuda_runtime.h" ]; then
+  # The toolkit's headers with the carried nccl.h among them (links).
+  nccl_inc=$BUILD/nccl-include
+  mkdir -p "$nccl_inc"
+  ln -sf "$cuda_inc"/* "$nccl_inc/"
+  rm -f "$nccl_inc/nccl.h"
+  cp "$deps/nccl/nccl.h" "$nccl_inc/"
+  note "NOTE  nccl.h: the carried one ($(grep -m1 -oE 'NCCL_VERSION_CODE +[0-9]+' "$nccl_inc/nccl.h"))"
+fi
+export nccl_inc
+
 # ---- 1. Build --------------------------------------------------------------
 tests=ON
 if [ ! -e /usr/include/catch2/catch.hpp ] && [ ! -e "$deps/usr/include/catch2/catch.hpp" ]; then
@@ -124,7 +171,8 @@ fi
 # counted in the summary instead (CI builds with -Werror).
 build() {
   cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DWEFT_WITH_CUDA=ON \
-    -DWEFT_BUILD_TESTS="$tests" && cmake --build "$BUILD" -j"$JOBS"
+    -DWEFT_BUILD_TESTS="$tests" ${nccl_inc:+-DWEFT_NCCL_INCLUDE_DIR="$nccl_inc"} &&
+    cmake --build "$BUILD" -j"$JOBS"
 }
 export BUILD JOBS tests
 export -f build

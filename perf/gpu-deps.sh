@@ -5,8 +5,8 @@
 #   bash perf/gpu-deps.sh        # on a Debian 12 machine with apt: writes .gpudeps/
 #
 # .gpudeps/ (git-ignored) holds the unpacked Debian packages of hwloc
-# (headers, library, hwloc.pc), Catch2 v2 and pkgconf, and libudev1 (which
-# libhwloc needs) apart in .gpudeps/fallback/. Carry it to the GPU machine
+# (headers, library, hwloc.pc), Catch2 v2 and pkgconf, libudev1 (which
+# libhwloc needs) apart in .gpudeps/fallback/, and the toolkit's nccl.h. Carry it to the GPU machine
 # (the device tool's `carry: [".gpudeps"]`); gpu-check.sh puts it on the
 # paths only for what that machine does not have itself.
 set -euo pipefail
@@ -22,6 +22,10 @@ for f in *.deb; do
     *) dpkg -x "$f" "$dest" ;;
   esac
 done
+# NCCL's header, for the shim (src/shim) where the GPU machine's toolkit has
+# none: gpu-check.sh uses it only then.
+mkdir -p "$dest/nccl"
+cp /usr/local/cuda/include/nccl.h "$dest/nccl/"
 rm -rf "$dest/debs" "$dest/usr/share/doc" "$dest/usr/share/man" "$dest/fallback/usr/share"
 # Links become copies (the device tool may carry files only).
 find "$dest" -type l | while IFS= read -r l; do

@@ -54,11 +54,17 @@ __global__ void __launch_bounds__(kThreads) reduceKernel(ReduceParams p) {
   T* d0 = static_cast<T*>(p.dst0);
   T* d1 = static_cast<T*>(p.dst1);
 
+  // One source is a copy: the element as it is (no widening and rounding
+  // back, which would saturate an fp8 infinity or quiet a NaN), as the host
+  // executor does.
   auto scalar = [&](size_t i) {
-    Acc acc = A::toAcc(static_cast<const T*>(p.srcs[0])[i]);
-    for (int k = 1; k < p.nsrc; ++k)
-      acc = F::combine(acc, A::toAcc(static_cast<const T*>(p.srcs[k])[i]));
-    const T r = A::fromAcc(acc);
+    T r = static_cast<const T*>(p.srcs[0])[i];
+    if (p.nsrc > 1) {
+      Acc acc = A::toAcc(r);
+      for (int k = 1; k < p.nsrc; ++k)
+        acc = F::combine(acc, A::toAcc(static_cast<const T*>(p.srcs[k])[i]));
+      r = A::fromAcc(acc);
+    }
     d0[i] = r;
     if (d1) d1[i] = r;
   };
@@ -74,6 +80,11 @@ __global__ void __launch_bounds__(kThreads) reduceKernel(ReduceParams p) {
     const size_t at = p.head + v * kPer;
     Vec in;
     in.raw = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.srcs[0]) + at);
+    if (p.nsrc == 1) {
+      *reinterpret_cast<uint4*>(d0 + at) = in.raw;
+      if (d1) *reinterpret_cast<uint4*>(d1 + at) = in.raw;
+      continue;
+    }
     Acc acc[kPer];
 #pragma unroll
     for (int j = 0; j < kPer; ++j) acc[j] = A::toAcc(in.e[j]);
@@ -230,6 +241,37 @@ int spinWaitOnStream(const volatile uint32_t* flag, uint32_t value, uint64_t tim
   if (!flag || !timedOut) return cudaErrorInvalidValue;
   spinWaitKernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(flag, value, timeoutNs, timedOut);
   return static_cast<int>(cudaGetLastError());
+}
+
+namespace {
+
+template <typename T>
+int loadReduceKernels() {
+  const void* fns[] = {reinterpret_cast<const void*>(reduceKernel<T, WEFT_SUM>),
+                       reinterpret_cast<const void*>(reduceKernel<T, WEFT_PROD>),
+                       reinterpret_cast<const void*>(reduceKernel<T, WEFT_MAX>),
+                       reinterpret_cast<const void*>(reduceKernel<T, WEFT_MIN>)};
+  cudaFuncAttributes a;
+  for (const void* f : fns)
+    if (cudaError_t e = cudaFuncGetAttributes(&a, f)) return static_cast<int>(e);
+  return cudaSuccess;
+}
+
+}  // namespace
+
+int loadKernels() {
+  const int errs[] = {loadReduceKernels<int8_t>(),    loadReduceKernels<uint8_t>(),
+                      loadReduceKernels<int32_t>(),   loadReduceKernels<uint32_t>(),
+                      loadReduceKernels<int64_t>(),   loadReduceKernels<uint64_t>(),
+                      loadReduceKernels<half_t>(),    loadReduceKernels<float>(),
+                      loadReduceKernels<double>(),    loadReduceKernels<bf16_t>(),
+                      loadReduceKernels<fp8e4m3_t>(), loadReduceKernels<fp8e5m2_t>(),
+                      loadDivideKernels()};
+  cudaFuncAttributes a;
+  cudaError_t e = cudaFuncGetAttributes(&a, reinterpret_cast<const void*>(spinWaitKernel));
+  for (int x : errs)
+    if (x) return x;
+  return static_cast<int>(e);
 }
 
 const char* cudaErrorText(int err) { return cudaGetErrorString(static_cast<cudaError_t>(err)); }

@@ -51,6 +51,17 @@ int spinWaitOnStream(const volatile uint32_t* flag, uint32_t value, uint64_t tim
 // executor's arithmetic (kernels/divide.h); nothing when n <= 1.
 int divideOnStream(void* dst, size_t count, weft_datatype_t dt, uint64_t n, void* stream);
 
+// Loads every kernel of this file and of divide.cu into the current
+// device's context (cudaFuncGetAttributes on each). Under lazy module
+// loading (CUDA_MODULE_LOADING=LAZY, CUDA 12's default) a kernel's first
+// launch loads it, and loading may wait until the device is idle: with a
+// stream held by a flag wait (spinWaitOnStream, cuStreamWaitValue32) that
+// only this launch's work would release, that is a deadlock. So weft loads
+// them once per device before it holds any stream (src/cuda/runtime.h,
+// loadKernelsFor).
+int loadKernels();
+int loadDivideKernels();  // divide.cu's part of loadKernels
+
 // The text of a cudaError_t code.
 const char* cudaErrorText(int err);
 

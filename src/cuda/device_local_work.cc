@@ -161,6 +161,11 @@ Status makeDeviceLocalWork(std::unique_ptr<LocalWork>* out, ScratchMem scratch) 
   if (!cs.usable) return Status(WEFT_ERR_CUDA, "GPU local work: " + cs.why);
   void* stream = nullptr;
   WEFT_RETURN_IF_ERROR(streamCreate(&stream));
+  // Its kernels run while callers' streams are held (runtime.h).
+  if (Status st = loadKernelsFor(stream); st.isError()) {
+    streamDestroy(stream);
+    return st;
+  }
   out->reset(new DeviceLocalWork(cs.device, stream, scratch));
   WEFT_INFO(kInit, "GPU local work on device %d (scratch in %s memory)", cs.device,
             scratch == ScratchMem::Device ? "device" : "mapped pinned");

@@ -223,6 +223,61 @@ Status eventDone(void* ev, bool* done) {
   return cudaError("work queued on the stream before the collective failed", r);
 }
 
+namespace {
+
+// One copy of each kind weft issues behind held streams (device to device,
+// device to pinned host, pinned host to device), on a private stream, polled
+// to completion: whatever the driver sets up for them on first use is set
+// up before any stream is held.
+Status warmCopies() {
+  constexpr size_t kBytes = 256;
+  void *d = nullptr, *h = nullptr, *s = nullptr;
+  Status st = deviceAlloc(2 * kBytes, &d);
+  if (st.isOk()) st = pinnedAlloc(kBytes, &h);
+  if (st.isOk()) st = streamCreate(&s);
+  uint8_t* dd = static_cast<uint8_t*>(d);
+  if (st.isOk()) st = copyAsync(h, dd, kBytes, s);
+  if (st.isOk()) st = copyAsync(dd + kBytes, dd, kBytes, s);
+  if (st.isOk()) st = copyAsync(dd, h, kBytes, s);
+  const uint64_t end = nowNs() + 10000000000ull;
+  while (st.isOk() && s) {
+    const cudaError_t q = cudaStreamQuery(static_cast<cudaStream_t>(s));
+    if (q == cudaSuccess) break;
+    if (q != cudaErrorNotReady) st = cudaError("the first copies", q);
+    else if (nowNs() > end) st = Status(WEFT_ERR_TIMEOUT, "CUDA: the first copies took over 10 s");
+  }
+  if (s && st.isOk()) streamDestroy(s);  // a stuck stream is left alone
+  if (st.isOk()) {
+    pinnedFree(h);
+    deviceFree(d);
+  }
+  return st;
+}
+
+}  // namespace
+
+Status loadKernelsFor(void* stream) {
+  static std::atomic<uint64_t> loaded{0};  // a bit per device below 64
+  int dev = -1;
+  cudaError_t e = stream ? cudaStreamGetDevice(static_cast<cudaStream_t>(stream), &dev)
+                         : cudaGetDevice(&dev);
+  if (e != cudaSuccess) return cudaError("the stream's device", e);
+  const uint64_t bit = dev >= 0 && dev < 64 ? uint64_t{1} << dev : 0;
+  if (bit && (loaded.load(std::memory_order_acquire) & bit)) return Status();
+  int prev = -1;
+  if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
+  if (prev != dev && (e = cudaSetDevice(dev)) != cudaSuccess)
+    return cudaError("cudaSetDevice", e);
+  const int r = loadKernels();
+  Status warm = r ? Status() : warmCopies();
+  if (prev >= 0 && prev != dev) cudaSetDevice(prev);
+  if (r) return cudaError("loading weft's kernels", static_cast<cudaError_t>(r));
+  WEFT_RETURN_IF_ERROR(warm);
+  loaded.fetch_or(bit, std::memory_order_release);
+  WEFT_INFO(kInit, "CUDA: weft's kernels loaded on device %d", dev);
+  return Status();
+}
+
 Status streamWaitFlag(volatile uint32_t* flag, uint32_t value, volatile int32_t* timedOut,
                       double timeoutS, void* stream) {
   const Probe& p = probe();

@@ -69,6 +69,11 @@ Status eventRecord(void* ev, void* stream);
 // stream's work is returned as WEFT_ERR_CUDA.
 Status eventDone(void* ev, bool* done);
 
+// Loads weft's kernels into the context of `stream`'s device (NULL: the
+// current device), once per device and process, before weft holds any
+// stream there: under lazy module loading a first launch behind a held
+// stream can deadlock (kernels/cuda/reduce.h, loadKernels).
+Status loadKernelsFor(void* stream);
 // Holds `stream` until the host makes *flag - value >= 0 (as int32). The
 // flag lives in pinned memory (pinnedAlloc). Uses the driver's stream wait
 // (cuStreamWaitValue32: no SM is held) when it has one, else a one-thread

@@ -170,6 +170,9 @@ Status StreamBatch::stage(std::vector<void*>* sends, std::vector<void*>* recvs) 
   ticket_ = gNextTicket.fetch_add(1);
   size_t total = kHeader;
   for (const StreamCall& c : calls_) {
+    // Before any stream is held (release): a kernel's first launch may wait
+    // for the device to idle.
+    WEFT_RETURN_IF_ERROR(loadKernelsFor(c.stream));
     layouts_.push_back(layoutStaging(c.send, c.sendLen, c.recv, c.recvLen));
     // + room to match alignment; direct: the block holds only the flag words.
     if (!direct_) total += align256(layouts_.back().bytes + kVectorBytes);
