@@ -155,8 +155,10 @@ elif [ -e "$deps/nccl/nccl.h" ] && [ -e "$cuda_inc/cuda_runtime.h" ]; then
   nccl_inc=$BUILD/nccl-include
   mkdir -p "$nccl_inc"
   ln -sf "$cuda_inc"/* "$nccl_inc/"
-  rm -f "$nccl_inc/nccl.h"
-  cp "$deps/nccl/nccl.h" "$nccl_inc/"
+  for f in "$deps"/nccl/*; do
+    rm -rf "${nccl_inc:?}/$(basename "$f")"
+    cp -r "$f" "$nccl_inc/"
+  done
   note "NOTE  nccl.h: the carried one ($(grep -m1 -oE 'NCCL_VERSION_CODE +[0-9]+' "$nccl_inc/nccl.h"))"
 fi
 export nccl_inc

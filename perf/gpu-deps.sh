@@ -6,7 +6,7 @@
 #
 # .gpudeps/ (git-ignored) holds the unpacked Debian packages of hwloc
 # (headers, library, hwloc.pc), Catch2 v2 and pkgconf, libudev1 (which
-# libhwloc needs) apart in .gpudeps/fallback/, and the toolkit's nccl.h. Carry it to the GPU machine
+# libhwloc needs) apart in .gpudeps/fallback/, and the toolkit's NCCL headers. Carry it to the GPU machine
 # (the device tool's `carry: [".gpudeps"]`); gpu-check.sh puts it on the
 # paths only for what that machine does not have itself.
 set -euo pipefail
@@ -25,7 +25,8 @@ done
 # NCCL's header, for the shim (src/shim) where the GPU machine's toolkit has
 # none: gpu-check.sh uses it only then.
 mkdir -p "$dest/nccl"
-cp /usr/local/cuda/include/nccl.h "$dest/nccl/"
+cp -r /usr/local/cuda/include/nccl.h /usr/local/cuda/include/nccl_device.h \
+  /usr/local/cuda/include/nccl_device "$dest/nccl/"
 rm -rf "$dest/debs" "$dest/usr/share/doc" "$dest/usr/share/man" "$dest/fallback/usr/share"
 # Links become copies (the device tool may carry files only).
 find "$dest" -type l | while IFS= read -r l; do
