@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <deque>
+#include <mutex>
 #include <vector>
 
 #include "core/clock.h"
@@ -24,8 +25,64 @@ namespace weft {
 namespace cuda {
 namespace {
 
-void freePinned(uint8_t* p) { pinnedFree(p); }
-void freeDevice(uint8_t* p) { deviceFree(p); }
+// Scratch is never freed while weft runs: the engine lets an op's scratch
+// go on its progress thread, while callers' streams may be held by weft's
+// flag waits, and cudaFree / cudaFreeHost wait for the whole device (a
+// deadlock, seen on an H200). A block let go comes back here and serves a
+// later op; sizes are powers of two so that blocks fit again.
+class ScratchCache {
+ public:
+  enum Kind { kDevice, kPinned };
+
+  Status take(Kind kind, int dev, size_t bytes, uint8_t** out) {
+    size_t size = 4096;
+    while (size < bytes) size *= 2;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      for (size_t i = 0; i < free_.size(); ++i) {
+        const Block& b = free_[i];
+        if (b.kind == kind && b.dev == dev && b.size == size) {
+          *out = b.p;
+          free_.erase(free_.begin() + static_cast<long>(i));
+          return Status();
+        }
+      }
+    }
+    void* p = nullptr;
+    WEFT_RETURN_IF_ERROR(kind == kDevice ? deviceAlloc(size, &p) : pinnedAlloc(size, &p));
+    std::lock_guard<std::mutex> lk(mu_);
+    *out = static_cast<uint8_t*>(p);
+    live_.push_back(Block{kind, dev, size, *out});
+    return Status();
+  }
+  // No CUDA call: the block waits here for the next take().
+  void put(uint8_t* p) {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (const Block& b : live_)
+      if (b.p == p) {
+        free_.push_back(b);
+        return;
+      }
+  }
+
+ private:
+  struct Block {
+    Kind kind;
+    int dev;
+    size_t size;
+    uint8_t* p;
+  };
+  std::mutex mu_;
+  std::vector<Block> live_;  // every block ever taken
+  std::vector<Block> free_;  // of them, the ones let go
+};
+
+ScratchCache& scratchCache() {
+  static ScratchCache* c = new ScratchCache;  // never destroyed: no CUDA calls during exit
+  return *c;
+}
+
+void putScratch(uint8_t* p) { scratchCache().put(p); }
 
 // Makes `dev` current for the scope, restoring the caller's device.
 class OnDevice {
@@ -50,8 +107,8 @@ Status launchError(const char* what, int e) {
 
 class DeviceLocalWork : public LocalWork {
  public:
-  DeviceLocalWork(int dev, void* stream, ScratchMem scratch)
-      : dev_(dev), stream_(stream), scratch_(scratch) {}
+  DeviceLocalWork(int dev, void* stream, ScratchMem scratch, std::vector<void*> events)
+      : dev_(dev), stream_(stream), scratch_(scratch), free_(std::move(events)) {}
   ~DeviceLocalWork() override {
     OnDevice on(dev_);
     drain(10);
@@ -110,15 +167,12 @@ class DeviceLocalWork : public LocalWork {
     }
   }
   Status allocScratch(size_t bytes, ScratchPtr* out) override {
-    void* p = nullptr;
-    if (scratch_ == ScratchMem::Device) {
-      OnDevice on(dev_);
-      WEFT_RETURN_IF_ERROR(deviceAlloc(bytes, &p));
-      *out = ScratchPtr(static_cast<uint8_t*>(p), ScratchFree{&freeDevice});
-      return Status();
-    }
-    WEFT_RETURN_IF_ERROR(pinnedAlloc(bytes, &p));
-    *out = ScratchPtr(static_cast<uint8_t*>(p), ScratchFree{&freePinned});
+    uint8_t* p = nullptr;
+    OnDevice on(dev_);
+    WEFT_RETURN_IF_ERROR(scratchCache().take(
+        scratch_ == ScratchMem::Device ? ScratchCache::kDevice : ScratchCache::kPinned, dev_, bytes,
+        &p));
+    *out = ScratchPtr(p, ScratchFree{&putScratch});
     return Status();
   }
 
@@ -130,6 +184,13 @@ class DeviceLocalWork : public LocalWork {
 
   Status record(uint64_t* ticket) {
     void* ev = nullptr;
+    if (free_.empty()) {
+      // Events made at setup are all in flight: retire the finished ones
+      // before making one here (a resource call can wait behind a caller's
+      // blocking copy on a stream weft holds).
+      bool ignored = false;
+      WEFT_RETURN_IF_ERROR(done(submitted_, &ignored));
+    }
     if (!free_.empty()) {
       ev = free_.back();
       free_.pop_back();
@@ -154,6 +215,10 @@ class DeviceLocalWork : public LocalWork {
   std::vector<void*> free_;
 };
 
+// Events made with the backend: enough for the steps a comm keeps in
+// flight (a ring's chunks) without making one on the progress thread.
+constexpr size_t kSetupEvents = 128;
+
 }  // namespace
 
 Status makeDeviceLocalWork(std::unique_ptr<LocalWork>* out, ScratchMem scratch) {
@@ -161,12 +226,21 @@ Status makeDeviceLocalWork(std::unique_ptr<LocalWork>* out, ScratchMem scratch) 
   if (!cs.usable) return Status(WEFT_ERR_CUDA, "GPU local work: " + cs.why);
   void* stream = nullptr;
   WEFT_RETURN_IF_ERROR(streamCreate(&stream));
-  // Its kernels run while callers' streams are held (runtime.h).
-  if (Status st = loadKernelsFor(stream); st.isError()) {
+  // Its kernels run while callers' streams are held (runtime.h), and so do
+  // its event records: the events are made here, not on the progress thread.
+  std::vector<void*> events;
+  Status st = loadKernelsFor(stream);
+  while (st.isOk() && events.size() < kSetupEvents) {
+    void* ev = nullptr;
+    st = eventCreate(&ev);
+    if (st.isOk()) events.push_back(ev);
+  }
+  if (st.isError()) {
+    for (void* ev : events) eventDestroy(ev);
     streamDestroy(stream);
     return st;
   }
-  out->reset(new DeviceLocalWork(cs.device, stream, scratch));
+  out->reset(new DeviceLocalWork(cs.device, stream, scratch, std::move(events)));
   WEFT_INFO(kInit, "GPU local work on device %d (scratch in %s memory)", cs.device,
             scratch == ScratchMem::Device ? "device" : "mapped pinned");
   return Status();

@@ -38,8 +38,9 @@ struct StreamBatch::Block {
 
 namespace {
 
-// Process-wide pinned staging. Blocks are never freed while weft runs
-// (cudaFreeHost synchronizes the device), except beyond kMaxFreeBlocks.
+// Process-wide pinned staging. Blocks are freed only beyond kMaxFreeBlocks
+// and only while no block is out (taken or retiring): cudaFreeHost waits for
+// the whole device, so it must never run while a weft batch holds a stream.
 class Pool {
  public:
   using Block = StreamBatch::Block;
@@ -54,6 +55,7 @@ class Pool {
     if (best < free_.size()) {
       *out = free_[best];
       free_.erase(free_.begin() + static_cast<long>(best));
+      ++out_;
       return Status();
     }
     size_t size = kMinBlock;
@@ -66,14 +68,24 @@ class Pool {
     b->flags()->flag = 0;
     b->flags()->status = 0;
     *out = b;
+    ++out_;
     return Status();
   }
 
-  // Back to the pool once every event in `after` has completed.
+  // Back to the pool once every event in `after` has completed (b NULL:
+  // only the events, to destroy). No CUDA call here: a batch may end on a
+  // comm's progress thread, while callers' streams are held by weft's flag
+  // waits, and a CUDA call there can wait for those streams (cudaFreeHost
+  // waits for the device; resource calls wait behind a caller's blocking
+  // copy): a deadlock. take() reclaims, on a caller's thread.
   void giveBack(Block* b, std::vector<void*> after) {
     std::lock_guard<std::mutex> lk(mu_);
     retiring_.push_back(Retiring{b, std::move(after)});
-    reclaim();
+  }
+  // A block that will not come back (left to a stream that may still use it).
+  void drop() {
+    std::lock_guard<std::mutex> lk(mu_);
+    --out_;
   }
 
  private:
@@ -97,10 +109,11 @@ class Pool {
       }
       for (void* ev : r.events) eventDestroy(ev);
       // A stream in error may still hold the block: it is dropped, not reused.
-      if (!broken) free_.push_back(r.block);
+      if (!broken && r.block) free_.push_back(r.block);
+      if (r.block) --out_;
       retiring_.erase(retiring_.begin() + static_cast<long>(i));
     }
-    while (free_.size() > kMaxFreeBlocks) {
+    while (out_ == 0 && free_.size() > kMaxFreeBlocks) {
       auto smallest = std::min_element(free_.begin(), free_.end(),
                                        [](Block* a, Block* b) { return a->size < b->size; });
       pinnedFree((*smallest)->base);
@@ -112,6 +125,7 @@ class Pool {
   std::mutex mu_;
   std::vector<Block*> free_;
   std::vector<Retiring> retiring_;
+  size_t out_ = 0;  // blocks taken and not back in free_ (nor dropped)
 };
 
 Pool& pool() {
@@ -156,13 +170,15 @@ StreamBatch::~StreamBatch() {
   // Whatever happened, a stream waiting on this batch is let go.
   if (released_ && !completed_.load())
     complete(failed_.isError() ? failed_ : Status(WEFT_ERR_INTERNAL, "stream batch dropped"));
-  for (void* ev : ready_) eventDestroy(ev);
-  if (!block_) return;
-  if (after_.size() == streams_.size() && released_) {
-    pool().giveBack(block_, std::move(after_));
+  // This may run on a progress thread: no CUDA call (Pool::giveBack).
+  std::vector<void*> events = std::move(after_);
+  events.insert(events.end(), ready_.begin(), ready_.end());
+  if (block_ && events.size() == 2 * streams_.size() && released_) {
+    pool().giveBack(block_, std::move(events));
   } else {
     // Copies may still be queued on a stream: the block is left to them.
-    for (void* ev : after_) eventDestroy(ev);
+    if (block_) pool().drop();
+    if (!events.empty()) pool().giveBack(nullptr, std::move(events));
   }
 }
 

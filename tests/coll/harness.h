@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <thread>
@@ -120,6 +121,19 @@ inline std::string catFiles(const std::string& glob) {
   while ((k = fread(buf, 1, sizeof buf, p)) > 0) all.append(buf, k);
   pclose(p);
   return all;
+}
+
+// rm -rf path (no shell; errors ignored: a test's temporary files).
+inline void removeTree(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+}
+
+// Removes dir's files whose names start with `prefix` ("log-").
+inline void removeFiles(const std::string& dir, const std::string& prefix) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) std::filesystem::remove(e.path(), ec);
 }
 
 // Sets an environment variable for the scope (threads tests).

@@ -84,7 +84,7 @@ void runAlgo(const AlgoCase& a, int n, bool processes, const std::vector<std::st
     err = runThreads(n, fn);
   }
   std::string log = catFiles(dir + "/log-*");
-  std::system(("rm -rf " + dir).c_str());
+  wtest::removeTree(dir);
   INFO(a.name << " n=" << n << (processes ? " processes " : " threads ") << transport[0]);
   REQUIRE(err == "");
   CHECK(log.find(std::string("algorithm ") + a.name + ",") != std::string::npos);

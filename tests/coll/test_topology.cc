@@ -86,9 +86,9 @@ TEST_CASE("topology: ring allreduce follows the file's NVLink ring - threads and
     CHECK(all.find("ring order 0 3 2 1 5 6 7 4") != std::string::npos);
     // Transports per peer still come out as before: self, then shm or tcp.
     CHECK(all.find(processes ? "0:tcp 1:tcp 2:self" : "0:shm 1:shm 2:self") != std::string::npos);
-    std::system(("rm -f " + dir + "/log-*").c_str());
+    wtest::removeFiles(dir, "log-");
   }
-  std::system(("rm -rf " + dir).c_str());
+  wtest::removeTree(dir);
 }
 
 TEST_CASE("topology: ranks pinned two per core chain by core and fold their pairs - processes",
@@ -139,7 +139,7 @@ TEST_CASE("topology: ranks pinned two per core chain by core and fold their pair
   const std::string all = catFiles(dir + "/log-*");
   INFO(all);
   CHECK(all.find("ring order 0 2 1 3") != std::string::npos);
-  std::system(("rm -rf " + dir).c_str());
+  wtest::removeTree(dir);
 }
 
 TEST_CASE("topology: a bad WEFT_TOPO_FILE fails init with a clear error", "[coll][topo]") {
@@ -172,7 +172,7 @@ TEST_CASE("topology: WEFT_TOPO_DUMP_FILE writes the system in use", "[coll][topo
   const std::string err = runThreads(2, sumBody);
   REQUIRE(err.empty());
   const std::string all = catFiles(std::string(tmpl) + "/topo-*.xml");
-  std::system(("rm -rf " + std::string(tmpl)).c_str());
+  wtest::removeTree(std::string(tmpl));
   CHECK(all.find("<system version=\"1\" name=\"2-socket PCIe server, 4 GPUs, 2 NICs\">") !=
         std::string::npos);
   CHECK(all.find("<gpu id=\"gpu3\"") != std::string::npos);

@@ -64,7 +64,7 @@ TEST_CASE("ucx: every collective over processes - UCX_TLS tcp and sm - 2 and 4 r
            "WEFT_DEBUG_SUBSYS=INIT", "WEFT_DEBUG_FILE=" + dir + "/log-%p", "WEFT_TIMEOUT_S=60",
            fast ? "WEFT_UCX_FAST_RNDV=1" : "WEFT_UCX_FAST_RNDV=0"});
       std::string log = catFiles(dir + "/log-*");
-      std::system(("rm -rf " + dir).c_str());
+      wtest::removeTree(dir);
       INFO(tls << " n=" << n << "\n" << log);
       REQUIRE(err == "");
       checkAllUcx(log, n);

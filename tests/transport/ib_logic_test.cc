@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 #include <deque>
+#include <filesystem>
 #include <random>
 #include <vector>
 
@@ -321,7 +322,8 @@ TEST_CASE("ib: WEFT_NET_GDR and the GPUDirect RDMA choice", "[transport][ibverbs
     CHECK(chooseGdr(true, true, root, &why) == GdrMode::DmaBuf);
     REQUIRE(std::system(("rm -rf " + root + "/module " + root + "/kernel").c_str()) == 0);
   }
-  std::system(("rm -rf " + root).c_str());
+  std::error_code ec;
+  std::filesystem::remove_all(root, ec);
   CHECK(std::string(gdrModeName(GdrMode::PeerMem)) == "nvidia-peermem");
 }
 
