@@ -2,7 +2,9 @@
 // calls on device buffers of a one-host communicator run on the buffers
 // themselves, through cuda_ipc and GPU kernels, with no staging.
 //
-// [cuda] (skipped, saying why, without a device; NOT RUN ON A GPU YET):
+// [cuda] (skipped, saying why, without a device; on an H200 it hung, and
+// the fixes since have not run on a GPU: docs/cuda.md, "What has been run
+// where"):
 // ranks as threads sharing the one GPU, allreduce (SUM on int32, AVG on
 // float: the divide kernel) over sizes that take one chunk and many; every
 // call must be one direct batch (the counter), none cut into staged
