@@ -31,6 +31,8 @@ struct Probe {
   std::string why;
   // cuStreamWaitValue32, when the driver has it.
   CUresult (*waitValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int) = nullptr;
+  // cuStreamWriteValue32, likewise.
+  CUresult (*writeValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int) = nullptr;
 };
 
 const Probe& probe() {
@@ -54,6 +56,14 @@ const Probe& probe() {
                                          &q) == cudaSuccess &&
         q == cudaDriverEntryPointSuccess && fn)
       r.waitValue32 = reinterpret_cast<decltype(r.waitValue32)>(fn);
+    else
+      cudaGetLastError();
+    fn = nullptr;
+    q = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault,
+                                         &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess && fn)
+      r.writeValue32 = reinterpret_cast<decltype(r.writeValue32)>(fn);
     else
       cudaGetLastError();
     WEFT_INFO(kInit, "CUDA: %d device(s); stream waits by %s", n,
@@ -298,6 +308,23 @@ Status streamWaitFlag(volatile uint32_t* flag, uint32_t value, volatile int32_t*
                                  static_cast<volatile int32_t*>(dflagOut), stream);
   return r == 0 ? Status()
                 : cudaError("launching the stream wait kernel", static_cast<cudaError_t>(r));
+}
+
+bool streamWritesFlags() { return probe().writeValue32 != nullptr; }
+
+Status streamWriteFlag(volatile uint32_t* flag, uint32_t value, void* stream) {
+  const Probe& p = probe();
+  if (!p.writeValue32)
+    return Status(WEFT_ERR_CUDA, "cuStreamWriteValue32: the driver does not have it");
+  void* dflag = nullptr;
+  cudaError_t e = cudaHostGetDevicePointer(&dflag, const_cast<uint32_t*>(flag), 0);
+  if (e != cudaSuccess) return cudaError("cudaHostGetDevicePointer", e);
+  // Default flags: a memory barrier first, so the stream's earlier writes
+  // (the copies into staging) are visible before the value is.
+  CUresult r = p.writeValue32(static_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(dflag),
+                              value, 0);
+  if (r == CUDA_SUCCESS) return Status();
+  return Status(WEFT_ERR_CUDA, strFormat("cuStreamWriteValue32 failed (CUresult %d)", r));
 }
 
 Status copyIfOk(void* dst, const void* src, size_t bytes, const volatile int32_t* status,

@@ -80,6 +80,12 @@ Status loadKernelsFor(void* stream);
 // kernel that gives up after timeoutS and sets *timedOut.
 Status streamWaitFlag(volatile uint32_t* flag, uint32_t value, volatile int32_t* timedOut,
                       double timeoutS, void* stream);
+// Whether the driver has stream memory writes (cuStreamWriteValue32); then
+// streamWriteFlag makes `stream` store `value` into *flag (pinned memory)
+// once its earlier work is done and visible: the host learns it by reading
+// memory, with no CUDA call.
+bool streamWritesFlags();
+Status streamWriteFlag(volatile uint32_t* flag, uint32_t value, void* stream);
 // Copies src to dst on `stream` by a kernel, only if *status == 0 then.
 Status copyIfOk(void* dst, const void* src, size_t bytes, const volatile int32_t* status,
                 void* stream);

@@ -42,6 +42,8 @@ void eventDestroy(void*) {}
 Status eventRecord(void*, void*) { return off(); }
 Status eventDone(void*, bool*) { return off(); }
 Status loadKernelsFor(void*) { return off(); }
+bool streamWritesFlags() { return false; }
+Status streamWriteFlag(volatile uint32_t*, uint32_t, void*) { return off(); }
 Status streamWaitFlag(volatile uint32_t*, uint32_t, volatile int32_t*, double, void*) {
   return off();
 }

@@ -13,11 +13,16 @@ namespace cuda {
 namespace {
 
 // The words a batch shares with its streams, at the start of its block.
+constexpr size_t kHeader = 256;  // keeps every staging region 256-byte aligned
+constexpr size_t kReadyWords = kHeader / 4 - 2;
 struct Flags {
   uint32_t flag;   // the host stores the ticket here when the batch is done
   int32_t status;  // 0: the collective succeeded; else the streams skip the copy out
+  // Stream j stores the ticket in ready[j] once its earlier work is done
+  // (cuStreamWriteValue32): the gate reads memory, no CUDA call.
+  uint32_t ready[kReadyWords];
 };
-constexpr size_t kHeader = 256;  // keeps every staging region 256-byte aligned
+static_assert(sizeof(Flags) == kHeader, "the flag words fill the header");
 constexpr size_t kMinBlock = size_t{1} << 20;
 // Enough for two calls cut into the most pieces: in steady state nothing is
 // freed (cudaFreeHost would synchronize the device under the caller).
@@ -171,9 +176,11 @@ StreamBatch::~StreamBatch() {
   if (released_ && !completed_.load())
     complete(failed_.isError() ? failed_ : Status(WEFT_ERR_INTERNAL, "stream batch dropped"));
   // This may run on a progress thread: no CUDA call (Pool::giveBack).
+  const bool all = after_.size() == streams_.size() &&
+                     (readyWords_ || ready_.size() == streams_.size());
   std::vector<void*> events = std::move(after_);
   events.insert(events.end(), ready_.begin(), ready_.end());
-  if (block_ && events.size() == 2 * streams_.size() && released_) {
+  if (block_ && all && released_) {
     pool().giveBack(block_, std::move(events));
   } else {
     // Copies may still be queued on a stream: the block is left to them.
@@ -200,6 +207,9 @@ Status StreamBatch::stage(std::vector<void*>* sends, std::vector<void*>* recvs) 
   // passed it): the flag starts one below the ticket, so the wait holds
   // whatever the ticket's value (tickets wrap around after 2^32 batches).
   block_->flags()->status = 0;
+  readyWords_ = streamWritesFlags() && streams_.size() <= kReadyWords;
+  for (size_t j = 0; j < streams_.size() && readyWords_; ++j)
+    __atomic_store_n(&block_->flags()->ready[j], ticket_ - 1, __ATOMIC_RELAXED);
   __atomic_store_n(&block_->flags()->flag, ticket_ - 1, __ATOMIC_RELEASE);
   size_t at = kHeader;
   sends->clear();
@@ -228,11 +238,15 @@ Status StreamBatch::stage(std::vector<void*>* sends, std::vector<void*>* recvs) 
     if (c.readSend && l.hasSend)
       WEFT_RETURN_IF_ERROR(copyAsync(region + l.sendOff, c.send, c.sendLen, c.stream));
   }
-  for (void* s : streams_) {
+  for (size_t j = 0; j < streams_.size(); ++j) {
+    if (readyWords_) {
+      WEFT_RETURN_IF_ERROR(streamWriteFlag(&block_->flags()->ready[j], ticket_, streams_[j]));
+      continue;
+    }
     void* ev = nullptr;
     WEFT_RETURN_IF_ERROR(eventCreate(&ev));
     ready_.push_back(ev);
-    WEFT_RETURN_IF_ERROR(eventRecord(ev, s));
+    WEFT_RETURN_IF_ERROR(eventRecord(ev, streams_[j]));
   }
   return Status();
 }
@@ -271,10 +285,19 @@ Status StreamBatch::gate(bool* open) {
   if (failed_.isError()) return failed_;
   const uint64_t now = nowNs();
   if (!gateSinceNs_) gateSinceNs_ = now;
-  for (void* ev : ready_) {
+  // Ready words where the driver writes them: the gate, asked on a comm's
+  // progress thread, makes no CUDA call (docs/cuda.md: while weft holds a
+  // stream, a CUDA call there can wait behind a caller's blocking copy).
+  const size_t n = readyWords_ ? streams_.size() : ready_.size();
+  for (size_t j = 0; j < n; ++j) {
     bool done = false;
-    Status st = eventDone(ev, &done);
-    if (st.isError()) return st;
+    if (readyWords_) {
+      const uint32_t v = __atomic_load_n(&block_->flags()->ready[j], __ATOMIC_ACQUIRE);
+      done = static_cast<int32_t>(v - ticket_) >= 0;
+    } else {
+      Status st = eventDone(ready_[j], &done);
+      if (st.isError()) return st;
+    }
     if (!done) {
       if (static_cast<double>(now - gateSinceNs_) * 1e-9 > timeoutS_)
         return Status(WEFT_ERR_TIMEOUT,
