@@ -4,7 +4,18 @@
 #
 #   bash perf/gpu-check.sh            # results under $OUT when set, else build-gpu/gpu-check
 #
-#  1. builds weft with CUDA (Release, -Werror) in $BUILD (default build-gpu);
+# On a lent machine whose tool brings back few files and counts every
+# second (the device tool): first, on a Debian machine, `bash
+# perf/gpu-deps.sh` (packs hwloc, Catch2, pkgconf, NCCL headers into
+# .gpudeps/, carried along), then there
+#
+#   GPU_CHECK_PACK=1 GPU_CHECK_BUDGET_S=270 bash perf/gpu-check.sh
+#
+# which logs under $BUILD/gpu-check and leaves only summary.txt and
+# logs.tgz in $OUT; sections that would start past the budget are skipped
+# (noted), so the pack always happens within it.
+#
+#  1. builds weft with CUDA (Release) in $BUILD (default build-gpu);
 #  2. runs every [cuda] test (kernels against the host executor, memory
 #     kinds, stream-ordered collectives on device memory, the cuda_ipc
 #     transport) and the CPU-side CUDA tests; a [cuda] test that reports
@@ -24,16 +35,25 @@
 #  6. the NCCL shim's GPU section (tests/shim/gpu_check_shim.sh: PyTorch
 #     through the shim), now required to run on device memory.
 #
-# Every section has its own time bound (timeout) and log; summary.txt
+# Every section has its own time bound and log; summary.txt
 # lists each section's outcome. Exit status: 0 when every section passed,
 # 1 otherwise, 2 when the machine has no GPU or the build has no CUDA.
-# The step functions run through `timeout bash -c` (exported), hence:
+# The step functions run through `setsid bash -c` (exported), hence:
 # shellcheck disable=SC2317
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here" || exit 1
 BUILD=${BUILD:-$here/build-gpu}
 OUTDIR=${OUT:-$BUILD/gpu-check}
+BUDGET=${GPU_CHECK_BUDGET_S:-0}  # seconds; 0: no budget
+if [ "${GPU_CHECK_PACK:-0}" = 1 ] && [ -n "${OUT:-}" ]; then
+  PACK_TO=$OUT
+  mkdir -p "$PACK_TO"
+  OUTDIR=$BUILD/gpu-check
+  rm -rf "$OUTDIR"
+  # shellcheck disable=SC2064
+  trap "cp '$OUTDIR/summary.txt' '$PACK_TO/' 2>/dev/null; tar czf '$PACK_TO/logs.tgz' -C '$BUILD' gpu-check" EXIT
+fi
 mkdir -p "$OUTDIR"
 SUMMARY=$OUTDIR/summary.txt
 : >"$SUMMARY"
@@ -52,6 +72,11 @@ section() {
   local name=$1 limit=$2 t0 rc dt pid
   shift 2
   t0=$(date +%s)
+  if [ "$BUDGET" -gt 0 ] && [ $((t0 - START + limit)) -gt "$BUDGET" ]; then
+    note "SKIP  $name: its bound (${limit}s) would pass GPU_CHECK_BUDGET_S=$BUDGET"
+    failed=1
+    return 125
+  fi
   echo "== $name (bound ${limit}s)"
   setsid bash -c '"$@"' "$name" "$@" >"$OUTDIR/$name.log" 2>&1 &
   pid=$!
