@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU check of weft's CUDA support, for a machine with one (or more)
-# NVIDIA GPUs. One script; its steps' bounds add up to 8 minutes:
+# NVIDIA GPUs. One script; its steps' bounds add up to 11.5 minutes:
 #
 #   bash perf/gpu-check.sh            # results under $OUT when set, else build-gpu/gpu-check
 #
@@ -213,26 +213,48 @@ fi
 # ---- 2. Tests ------------------------------------------------------------
 # The [cuda] tests print "SKIP [cuda]" (and pass) without a device; here a
 # skip means the device was not usable, which is a failure.
+# bounded SECONDS CMD...: runs CMD in a process group of its own; past
+# SECONDS, prints the stacks of its processes and kills the group (124).
+bounded() {
+  local limit=$1 t0 pid
+  shift
+  t0=$(date +%s)
+  setsid "$@" &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null && [ $(($(date +%s) - t0)) -lt "$limit" ]; do sleep 0.2; done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "!! $* ran past ${limit}s; its stacks:"
+    group_stacks "$pid"
+    kill -KILL -- "-$pid" 2>/dev/null
+    wait "$pid"
+    return 124
+  fi
+  wait "$pid"
+}
 cuda_tests() {
-  local rc=0 t
-  for t in weft-cuda-tests weft-cuda-coll-tests; do
-    echo "-- $t (all, [cuda] included)"
-    "$BUILD/tests/$t" --durations yes || rc=1
+  local rc=0 name spec
+  echo "-- weft-cuda-tests (all, [cuda] included)"
+  bounded 60 "$BUILD/tests/weft-cuda-tests" --durations yes || rc=1
+  # One process per case, each bounded: a hang names its case (and leaves
+  # its stacks) without hiding the cases after it; a threads case
+  # initializes CUDA, and the processes cases fork their ranks.
+  for t in weft-cuda-coll-tests weft-transport-tests shim/weft-shim-tests; do
+    echo "-- $t: the [cuda] cases"
+    while IFS= read -r name; do
+      [ -n "$name" ] || continue
+      echo "-- $t: $name"
+      # A test spec splits at commas and reads brackets as tags: escaped.
+      spec=$(printf '%s' "$name" | sed 's/[],[]/\\&/g')
+      bounded 40 "$BUILD/tests/$t" "$spec" --durations yes || rc=1
+    done < <("$BUILD/tests/$t" --list-test-names-only '[cuda]')
   done
-  # One process per case: a threads case initializes CUDA, and the
-  # processes cases fork their ranks.
-  echo "-- weft-transport-tests [cuda] (the cuda_ipc transport)"
-  while IFS= read -r name; do
-    [ -n "$name" ] || continue
-    "$BUILD/tests/weft-transport-tests" "$name" || rc=1
-  done < <("$BUILD/tests/weft-transport-tests" --list-test-names-only '[cuda]')
-  echo "-- weft-shim-tests [cuda]"
-  "$BUILD/tests/shim/weft-shim-tests" '[cuda]' || rc=1
+  echo "-- weft-cuda-coll-tests: the other cases"
+  bounded 60 "$BUILD/tests/weft-cuda-coll-tests" '~[cuda]' || rc=1
   return "$rc"
 }
-export -f cuda_tests
+export -f cuda_tests bounded group_stacks
 if [ $tests = ON ]; then
-  section cuda-tests 120 cuda_tests
+  section cuda-tests 240 cuda_tests
   if grep -q "SKIP \[cuda\]" "$OUTDIR/cuda-tests.log"; then
     note "FAIL  cuda-tests: a [cuda] test skipped on this GPU machine:"
     grep "SKIP \[cuda\]" "$OUTDIR/cuda-tests.log" | sort -u | head -n 3 | tee -a "$SUMMARY"
@@ -265,6 +287,33 @@ perf_ranks() {
   return "$rc"
 }
 export -f perf_ranks
+# ---- 4a. The default: device buffers staged (WEFT_CUDA_IPC unset) ---------
+perf_staged() {
+  local rc=0 n c
+  local P="$BUILD/perf/weft-perf"
+  export WEFT_DEBUG=INFO WEFT_DEBUG_SUBSYS=INIT,COLL
+  unset WEFT_CUDA_IPC
+  for n in 2 4; do
+    echo "-- np $n, staged: allreduce float 8 B .. 64 MiB"
+    "$P" allreduce -np "$n" -G 1 -b 8 -e 64M -f 8 -n 5 -w 1 -T 1 || rc=1
+    for c in broadcast allgather reduce_scatter alltoall; do
+      echo "-- np $n, staged: $c 8 B .. 4 MiB"
+      "$P" "$c" -np "$n" -G 1 -b 8 -e 4M -f 16 -n 3 -w 1 -T 1 || rc=1
+    done
+  done
+  return "$rc"
+}
+export -f perf_staged
+section perf-device-staged 60 perf_staged
+grep -E "Out of bounds" "$OUTDIR/perf-device-staged.log" | sort | uniq -c |
+  sed "s/^/staged: /" >>"$SUMMARY"
+if grep -q "stream-ordered [a-z_]*: direct" "$OUTDIR/perf-device-staged.log" ||
+  ! grep -q "stream-ordered allreduce: staged" "$OUTDIR/perf-device-staged.log"; then
+  note "FAIL  perf-device-staged: the default did not stage every call (see its log)"
+  failed=1
+fi
+
+# ---- 4b. The direct path (WEFT_CUDA_IPC=on) ---------------------------------
 for n in 1 2 4; do
   section "perf-device-np$n" 30 perf_ranks "$n"
   grep -E "Out of bounds|Avg bus" "$OUTDIR/perf-device-np$n.log" | sed "s/^/np $n: /" >>"$SUMMARY"
@@ -289,7 +338,7 @@ gpu_local_work() {
   export WEFT_CUDA_LOCAL_WORK=gpu WEFT_DEBUG=INFO WEFT_DEBUG_SUBSYS=INIT
   if [ "$tests" = ON ]; then
     echo "-- weft-cuda-coll-tests [cuda] with WEFT_CUDA_LOCAL_WORK=gpu"
-    "$BUILD/tests/weft-cuda-coll-tests" '[cuda]' --durations yes || rc=1
+    bounded 50 "$BUILD/tests/weft-cuda-coll-tests" "[cuda]" --durations yes || rc=1
   fi
   for n in 2 4; do
     echo "-- np $n over tcp, ring, 256 KiB chunks: allreduce float 8 B .. 64 MiB"
@@ -307,7 +356,7 @@ gpu_local_work() {
   return "$rc"
 }
 export -f gpu_local_work
-section gpu-local-work 60 gpu_local_work
+section gpu-local-work 90 gpu_local_work
 grep -E "Out of bounds|Avg bus|local steps|GPU local" "$OUTDIR/gpu-local-work.log" | sort -u |
   head -n 12 >>"$SUMMARY"
 if ! grep -q "local steps: GPU kernels" "$OUTDIR/gpu-local-work.log"; then

@@ -18,10 +18,15 @@ Status offerDevicePath(const DeviceOfferFacts& f, DeviceOffer* out, std::string*
     *why = strFormat("off: the %d ranks are on %d hosts", f.nranks, f.hosts);
   } else if (!f.ipcAllowed && f.nranks > 1) {
     *why = "off: WEFT_TRANSPORTS leaves cuda_ipc out";
-  } else if (!on && !f.driverLoaded) {
-    *why =
-        "off: the process had not loaded the CUDA driver when the communicator was created "
-        "(WEFT_CUDA_IPC=on sets it up anyway)";
+  } else if (!on) {
+    // The direct path's ops make CUDA calls on the progress thread while the
+    // caller's stream is held; a caller's call that waits for the device
+    // under the driver's context lock (cudaFree, a kernel's first load) can
+    // then wait forever (docs/cuda.md). Staged ops make none.
+    *why = strFormat(
+        "off: by default device buffers are staged through pinned host memory%s "
+        "(WEFT_CUDA_IPC=on sets the direct path up; docs/cuda.md says when it can hang)",
+        f.driverLoaded ? "" : " (and this process had not loaded the CUDA driver)");
   } else {
     *out = DeviceOffer::Ask;
     *why = "asking CUDA";

@@ -5,11 +5,12 @@
 // applies them.
 //
 // Two stages. offerDevicePath() decides, from facts that cost nothing,
-// whether this rank asks CUDA at all: never on a communicator across
-// hosts, with WEFT_CUDA_IPC=off, without CUDA, or (auto, the default) when
-// the process has not loaded the CUDA driver: a CPU-only program is not
-// touched (CUDA is not initialized behind its back, nothing is allocated,
-// no message is added). Then every rank publishes its offer with the
+// whether this rank asks CUDA at all: only with WEFT_CUDA_IPC=on, and
+// never on a communicator across hosts or without CUDA. The default (auto)
+// keeps device buffers staged: the direct path can hang behind a caller's
+// CUDA call that waits for the device (docs/cuda.md). A CPU-only program is
+// not touched either way unless asked (CUDA is not initialized behind its
+// back, nothing is allocated, no message is added). Then every rank publishes its offer with the
 // transports' addresses (no extra bootstrap round), and agreeOnDevicePath()
 // connects cuda_ipc only when every rank offered, so that all ranks post
 // their stream ops on the same FIFOs.

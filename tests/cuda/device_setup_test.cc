@@ -1,7 +1,7 @@
 // offerDevicePath / agreeOnDevicePath (src/cuda/device_setup.h): when a
-// communicator sets up cuda_ipc and the GPU backend at init. Above all: a
-// process that never loaded the CUDA driver is not touched under the
-// default (auto), and the ranks connect only when every one offered.
+// communicator sets up cuda_ipc and the GPU backend at init. Above all:
+// only when asked (WEFT_CUDA_IPC=on; the default keeps device buffers
+// staged), and the ranks connect only when every one offered.
 #include "cuda/device_setup.h"
 
 #include <catch2/catch.hpp>
@@ -22,8 +22,8 @@ TEST_CASE("device setup: which ranks ask CUDA at init", "[cuda-rules]") {
   };
   const DeviceOffer A = DeviceOffer::Ask, S = DeviceOffer::Skip;
   const Case cases[] = {
-      {"auto, driver loaded, one host", "", 4, 1, true, true, true, A, "asking"},
-      {"auto spelled out", "auto", 2, 1, true, true, true, A, "asking"},
+      {"auto, driver loaded, one host: staged", "", 4, 1, true, true, true, S, "staged"},
+      {"auto spelled out", "auto", 2, 1, true, true, true, S, "WEFT_CUDA_IPC=on sets"},
       {"auto, CPU-only process: nothing asked", "", 4, 1, true, true, false, S, "not loaded"},
       {"on, CPU-only process so far: asked", "on", 2, 1, true, true, false, A, "asking"},
       {"1 is on", "1", 2, 1, true, true, false, A, "asking"},
@@ -31,8 +31,8 @@ TEST_CASE("device setup: which ranks ask CUDA at init", "[cuda-rules]") {
       {"0 is off", "0", 2, 1, true, true, true, S, "WEFT_CUDA_IPC=off"},
       {"two hosts", "on", 4, 2, true, true, true, S, "on 2 hosts"},
       {"WEFT_TRANSPORTS without cuda_ipc", "", 2, 1, false, true, true, S, "leaves cuda_ipc"},
-      {"one rank: the GPU backend only, whatever WEFT_TRANSPORTS", "", 1, 1, false, true, true, A,
-       "asking"},
+      {"one rank: the GPU backend only, whatever WEFT_TRANSPORTS", "on", 1, 1, false, true, true,
+       A, "asking"},
       {"built without CUDA", "on", 2, 1, true, false, true, S, "without CUDA"},
   };
   for (const Case& c : cases) {

@@ -5,10 +5,14 @@
 // [cuda] (skipped, saying why, without a device; on an H200 it hung, and
 // the fixes since have not run on a GPU: docs/cuda.md, "What has been run
 // where"):
-// ranks as threads sharing the one GPU, allreduce (SUM on int32, AVG on
-// float: the divide kernel) over sizes that take one chunk and many; every
+// with WEFT_CUDA_IPC=on, ranks as threads sharing the one GPU, allreduce
+// (SUM on int32, AVG on float: the divide kernel) over sizes that take one
+// chunk and many; every
 // call must be one direct batch (the counter), none cut into staged
 // pieces, results exact; with WEFT_CUDA_IPC=off the same calls are staged.
+//
+// And under the default (staged), calls complete while the caller blocks
+// on the stream weft holds (pageable copies, cudaFree).
 //
 // [cuda-absent] (every machine): the negotiation at init off a GPU: a
 // CPU-only process under the default is not touched (the INIT log says
@@ -39,8 +43,12 @@ namespace {
 
 // Allreduces of `count` elements on device buffers, out of place and in
 // place; rank r contributes r + 1 + i % 13 (int32 SUM) and 2 * (r + 1)
-// (float AVG, exact in binary).
-std::string allreduces(weft_comm_t comm, int rank, int n, size_t count) {
+// (float AVG, exact in binary). The caller blocks on the stream weft holds
+// as programs do: copies into pageable memory (cudaMemcpyAsync waits for
+// them); with `freeWhileHeld`, also a cudaFree (which waits for the whole
+// device) right after the first call is issued.
+std::string allreduces(weft_comm_t comm, int rank, int n, size_t count,
+                       bool freeWhileHeld = false) {
   TRY_CUDA(cudaSetDevice(0));
   cudaStream_t s;
   TRY_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -51,6 +59,11 @@ std::string allreduces(weft_comm_t comm, int rank, int n, size_t count) {
   for (size_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(rank + 1 + i % 13);
   TRY_CUDA(cudaMemcpyAsync(a, in.data(), count * 4, cudaMemcpyHostToDevice, s));
   TRY_WEFT(weft_allreduce(a, b, count, WEFT_INT32, WEFT_SUM, comm, s));
+  if (freeWhileHeld) {
+    void* spare = nullptr;
+    TRY_CUDA(cudaMalloc(&spare, 4096));
+    TRY_CUDA(cudaFree(spare));
+  }
   TRY_WEFT(weft_allreduce(a, a, count, WEFT_INT32, WEFT_SUM, comm, s));  // in place
   std::vector<int32_t> gotB(count), gotA(count);
   TRY_CUDA(cudaMemcpyAsync(gotB.data(), b, count * 4, cudaMemcpyDeviceToHost, s));
@@ -85,6 +98,7 @@ TEST_CASE("direct device path: allreduces on device buffers through cuda_ipc, ra
           "[cuda]") {
 #if WEFT_HAS_CUDA
   if (!haveDevice()) return;
+  wtest::ScopedEnv on("WEFT_CUDA_IPC", "on");  // the default stages
   for (int n : {1, 2, 3}) {
     // One chunk; many chunks of the ring (scratch in device memory); a
     // size the staged path would cut into pieces.
@@ -110,6 +124,28 @@ TEST_CASE("direct device path: allreduces on device buffers through cuda_ipc, ra
   CHECK(weft::cuda::directBatches() == d0);
 #else
   WARN("SKIP [cuda]: this weft was built without CUDA; the direct device path needs it");
+#endif
+}
+
+TEST_CASE("staged by default: calls complete while the caller blocks on the held stream",
+          "[cuda]") {
+#if WEFT_HAS_CUDA
+  if (!haveDevice()) return;
+  // The default: device buffers staged; the progress thread makes no CUDA
+  // call, so a caller's cudaFree (waits for the device) or pageable copy on
+  // the stream weft holds cannot stop it (docs/cuda.md).
+  for (int n : {1, 2}) {
+    for (size_t count : {size_t{1000}, size_t{3} << 20}) {
+      INFO("nranks " << n << " count " << count);
+      const uint64_t d0 = weft::cuda::directBatches();
+      CHECK(wtest::runThreads(n, [&](weft_comm_t comm, int rank, int nr) {
+              return allreduces(comm, rank, nr, count, true);
+            }) == "");
+      CHECK(weft::cuda::directBatches() == d0);
+    }
+  }
+#else
+  WARN("SKIP [cuda]: this weft was built without CUDA");
 #endif
 }
 
@@ -163,8 +199,9 @@ TEST_CASE("device path at init off a GPU: nothing asked by default, refused clea
   CHECK(err == "");
   INFO(log);
 #if WEFT_HAS_CUDA
-  CHECK(log.find("device path (cuda_ipc, direct device ops): off: the process had not loaded "
-                 "the CUDA driver") != std::string::npos);
+  CHECK(log.find("device path (cuda_ipc, direct device ops): off: by default device buffers "
+                 "are staged") != std::string::npos);
+  CHECK(log.find("this process had not loaded the CUDA driver") != std::string::npos);
 #else
   CHECK(log.find("device path (cuda_ipc, direct device ops): off: this weft was built without "
                  "CUDA") != std::string::npos);
