@@ -87,6 +87,20 @@ class Pool {
     std::lock_guard<std::mutex> lk(mu_);
     retiring_.push_back(Retiring{b, std::move(after)});
   }
+  // An event for a batch: a reclaimed one when there is one. Creating and
+  // destroying events per batch would be resource calls, which wait
+  // behind another thread's blocking copy (docs/cuda.md).
+  Status takeEvent(void** ev) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (!freeEvents_.empty()) {
+        *ev = freeEvents_.back();
+        freeEvents_.pop_back();
+        return Status();
+      }
+    }
+    return eventCreate(ev);
+  }
   // A block that will not come back (left to a stream that may still use it).
   void drop() {
     std::lock_guard<std::mutex> lk(mu_);
@@ -112,7 +126,12 @@ class Pool {
         ++i;
         continue;
       }
-      for (void* ev : r.events) eventDestroy(ev);
+      for (void* ev : r.events) {
+        if (!broken && freeEvents_.size() < kMaxFreeEvents)
+          freeEvents_.push_back(ev);
+        else
+          eventDestroy(ev);
+      }
       // A stream in error may still hold the block: it is dropped, not reused.
       if (!broken && r.block) free_.push_back(r.block);
       if (r.block) --out_;
@@ -131,6 +150,8 @@ class Pool {
   std::vector<Block*> free_;
   std::vector<Retiring> retiring_;
   size_t out_ = 0;  // blocks taken and not back in free_ (nor dropped)
+  std::vector<void*> freeEvents_;  // completed, ready for another batch
+  static constexpr size_t kMaxFreeEvents = 256;
 };
 
 Pool& pool() {
@@ -244,7 +265,7 @@ Status StreamBatch::stage(std::vector<void*>* sends, std::vector<void*>* recvs) 
       continue;
     }
     void* ev = nullptr;
-    WEFT_RETURN_IF_ERROR(eventCreate(&ev));
+    WEFT_RETURN_IF_ERROR(pool().takeEvent(&ev));
     ready_.push_back(ev);
     WEFT_RETURN_IF_ERROR(eventRecord(ev, streams_[j]));
   }
@@ -267,7 +288,7 @@ Status StreamBatch::release() {
   }
   for (void* s : streams_) {
     void* ev = nullptr;
-    WEFT_RETURN_IF_ERROR(eventCreate(&ev));
+    WEFT_RETURN_IF_ERROR(pool().takeEvent(&ev));
     after_.push_back(ev);
     WEFT_RETURN_IF_ERROR(eventRecord(ev, s));
   }
