@@ -3,6 +3,7 @@
 # NVIDIA GPUs. One script; its steps' bounds add up to 11.5 minutes:
 #
 #   bash perf/gpu-check.sh            # results under $OUT when set, else build-gpu/gpu-check
+#   bash perf/gpu-check.sh --tree-hash   # the sources' hash, as the summary prints it
 #
 # On a lent machine whose tool brings back few files and counts every
 # second (the device tool): first, on a Debian machine, `bash
@@ -43,6 +44,17 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here" || exit 1
+# The sources' own hash (a copied tree may carry a stale .git): compare
+# with `bash perf/gpu-check.sh --tree-hash` where the tree came from.
+tree_hash() {
+  find include src kernels transports tests perf -type f \( -name '*.cc' -o -name '*.cu' -o \
+    -name '*.h' -o -name '*.c' -o -name CMakeLists.txt \) -print0 | sort -z | xargs -0 cat |
+    sha1sum | cut -c1-12
+}
+if [ "${1:-}" = --tree-hash ]; then
+  tree_hash
+  exit 0
+fi
 BUILD=${BUILD:-$here/build-gpu}
 OUTDIR=${OUT:-$BUILD/gpu-check}
 BUDGET=${GPU_CHECK_BUDGET_S:-0}  # seconds; 0: no budget
@@ -123,7 +135,7 @@ group_stacks() {
   done
 }
 
-note "# weft gpu-check, $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+note "# weft gpu-check, $(date -u +%Y-%m-%dT%H:%M:%SZ), sources $(tree_hash), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 if ! nvidia-smi -L >"$OUTDIR/nvidia-smi.txt" 2>&1; then
   note "SKIP: nvidia-smi finds no GPU here; nothing was run"
   exit 2
