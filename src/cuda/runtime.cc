@@ -249,18 +249,24 @@ Status warmCopies() {
   if (st.isOk()) st = copyAsync(h, dd, kBytes, s);
   if (st.isOk()) st = copyAsync(dd + kBytes, dd, kBytes, s);
   if (st.isOk()) st = copyAsync(dd, h, kBytes, s);
+  bool queued = s != nullptr;  // copies on s that may not have finished
   const uint64_t end = nowNs() + 10000000000ull;
-  while (st.isOk() && s) {
+  while (queued) {
     const cudaError_t q = cudaStreamQuery(static_cast<cudaStream_t>(s));
-    if (q == cudaSuccess) break;
-    if (q != cudaErrorNotReady) st = cudaError("the first copies", q);
-    else if (nowNs() > end) st = Status(WEFT_ERR_TIMEOUT, "CUDA: the first copies took over 10 s");
+    if (q == cudaSuccess) {
+      queued = false;
+    } else if (q != cudaErrorNotReady) {
+      if (st.isOk()) st = cudaError("the first copies", q);
+      break;
+    } else if (nowNs() > end) {
+      if (st.isOk()) st = Status(WEFT_ERR_TIMEOUT, "CUDA: the first copies took over 10 s");
+      break;
+    }
   }
-  if (s && st.isOk()) streamDestroy(s);  // a stuck stream is left alone
-  if (st.isOk()) {
-    pinnedFree(h);
-    deviceFree(d);
-  }
+  if (queued) return st;  // a stuck stream keeps its buffers
+  streamDestroy(s);
+  pinnedFree(h);
+  deviceFree(d);
   return st;
 }
 
