@@ -13,72 +13,25 @@
 #include <unistd.h>
 
 #include <deque>
-#include <mutex>
 #include <vector>
 
 #include "core/clock.h"
 #include "core/log.h"
 #include "cuda/runtime.h"
+#include "cuda/scratch_cache.h"
 #include "kernels/cuda/reduce.h"
 
 namespace weft {
 namespace cuda {
 namespace {
 
-// Scratch is never freed while weft runs: the engine lets an op's scratch
-// go on its progress thread, while callers' streams may be held by weft's
-// flag waits, and cudaFree / cudaFreeHost wait for the whole device (a
-// deadlock, seen on an H200). A block let go comes back here and serves a
-// later op; sizes are powers of two so that blocks fit again.
-class ScratchCache {
- public:
-  enum Kind { kDevice, kPinned };
-
-  Status take(Kind kind, int dev, size_t bytes, uint8_t** out) {
-    size_t size = 4096;
-    while (size < bytes) size *= 2;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      for (size_t i = 0; i < free_.size(); ++i) {
-        const Block& b = free_[i];
-        if (b.kind == kind && b.dev == dev && b.size == size) {
-          *out = b.p;
-          free_.erase(free_.begin() + static_cast<long>(i));
-          return Status();
-        }
-      }
-    }
-    void* p = nullptr;
-    WEFT_RETURN_IF_ERROR(kind == kDevice ? deviceAlloc(size, &p) : pinnedAlloc(size, &p));
-    std::lock_guard<std::mutex> lk(mu_);
-    *out = static_cast<uint8_t*>(p);
-    live_.push_back(Block{kind, dev, size, *out});
-    return Status();
-  }
-  // No CUDA call: the block waits here for the next take().
-  void put(uint8_t* p) {
-    std::lock_guard<std::mutex> lk(mu_);
-    for (const Block& b : live_)
-      if (b.p == p) {
-        free_.push_back(b);
-        return;
-      }
-  }
-
- private:
-  struct Block {
-    Kind kind;
-    int dev;
-    size_t size;
-    uint8_t* p;
-  };
-  std::mutex mu_;
-  std::vector<Block> live_;  // every block ever taken
-  std::vector<Block> free_;  // of them, the ones let go
-};
+Status allocScratchBlock(ScratchCache::Kind kind, size_t bytes, void** out) {
+  return kind == ScratchCache::kDevice ? deviceAlloc(bytes, out) : pinnedAlloc(bytes, out);
+}
 
 ScratchCache& scratchCache() {
-  static ScratchCache* c = new ScratchCache;  // never destroyed: no CUDA calls during exit
+  // Never destroyed: no CUDA calls during exit (scratch_cache.h).
+  static ScratchCache* c = new ScratchCache(&allocScratchBlock);
   return *c;
 }
 
