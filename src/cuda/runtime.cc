@@ -238,7 +238,9 @@ namespace {
 // One copy of each kind weft issues behind held streams (device to device,
 // device to pinned host, pinned host to device), on a private stream, polled
 // to completion: whatever the driver sets up for them on first use is set
-// up before any stream is held.
+// up before any stream is held. Its buffers and stream are kept (a few
+// hundred bytes per device): freeing would wait for the device, which
+// another thread's batch may already hold.
 Status warmCopies() {
   constexpr size_t kBytes = 256;
   void *d = nullptr, *h = nullptr, *s = nullptr;
@@ -249,24 +251,19 @@ Status warmCopies() {
   if (st.isOk()) st = copyAsync(h, dd, kBytes, s);
   if (st.isOk()) st = copyAsync(dd + kBytes, dd, kBytes, s);
   if (st.isOk()) st = copyAsync(dd, h, kBytes, s);
-  bool queued = s != nullptr;  // copies on s that may not have finished
   const uint64_t end = nowNs() + 10000000000ull;
-  while (queued) {
+  while (s) {
     const cudaError_t q = cudaStreamQuery(static_cast<cudaStream_t>(s));
-    if (q == cudaSuccess) {
-      queued = false;
-    } else if (q != cudaErrorNotReady) {
+    if (q == cudaSuccess) break;
+    if (q != cudaErrorNotReady) {
       if (st.isOk()) st = cudaError("the first copies", q);
       break;
-    } else if (nowNs() > end) {
+    }
+    if (nowNs() > end) {
       if (st.isOk()) st = Status(WEFT_ERR_TIMEOUT, "CUDA: the first copies took over 10 s");
       break;
     }
   }
-  if (queued) return st;  // a stuck stream keeps its buffers
-  streamDestroy(s);
-  pinnedFree(h);
-  deviceFree(d);
   return st;
 }
 
@@ -274,11 +271,16 @@ Status warmCopies() {
 
 Status loadKernelsFor(void* stream) {
   static std::atomic<uint64_t> loaded{0};  // a bit per device below 64
+  static std::mutex loading;
   int dev = -1;
   cudaError_t e = stream ? cudaStreamGetDevice(static_cast<cudaStream_t>(stream), &dev)
                          : cudaGetDevice(&dev);
   if (e != cudaSuccess) return cudaError("the stream's device", e);
   const uint64_t bit = dev >= 0 && dev < 64 ? uint64_t{1} << dev : 0;
+  if (bit && (loaded.load(std::memory_order_acquire) & bit)) return Status();
+  // One thread loads; the others wait for it here, not in CUDA calls made
+  // after its first batch may already hold a stream.
+  std::lock_guard<std::mutex> lk(loading);
   if (bit && (loaded.load(std::memory_order_acquire) & bit)) return Status();
   int prev = -1;
   if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
