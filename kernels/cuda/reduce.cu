@@ -260,12 +260,18 @@ int loadReduceKernels() {
 }  // namespace
 
 int loadKernels() {
-  const int errs[] = {loadReduceKernels<int8_t>(),    loadReduceKernels<uint8_t>(),
-                      loadReduceKernels<int32_t>(),   loadReduceKernels<uint32_t>(),
-                      loadReduceKernels<int64_t>(),   loadReduceKernels<uint64_t>(),
-                      loadReduceKernels<half_t>(),    loadReduceKernels<float>(),
-                      loadReduceKernels<double>(),    loadReduceKernels<bf16_t>(),
-                      loadReduceKernels<fp8e4m3_t>(), loadReduceKernels<fp8e5m2_t>(),
+  const int errs[] = {loadReduceKernels<int8_t>(),
+                      loadReduceKernels<uint8_t>(),
+                      loadReduceKernels<int32_t>(),
+                      loadReduceKernels<uint32_t>(),
+                      loadReduceKernels<int64_t>(),
+                      loadReduceKernels<uint64_t>(),
+                      loadReduceKernels<half_t>(),
+                      loadReduceKernels<float>(),
+                      loadReduceKernels<double>(),
+                      loadReduceKernels<bf16_t>(),
+                      loadReduceKernels<fp8e4m3_t>(),
+                      loadReduceKernels<fp8e5m2_t>(),
                       loadDivideKernels()};
   cudaFuncAttributes a;
   cudaError_t e = cudaFuncGetAttributes(&a, reinterpret_cast<const void*>(spinWaitKernel));

@@ -50,22 +50,19 @@ const Probe& probe() {
       return r;
     }
     r.usable = true;
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault,
-                                         &q) == cudaSuccess &&
-        q == cudaDriverEntryPointSuccess && fn)
-      r.waitValue32 = reinterpret_cast<decltype(r.waitValue32)>(fn);
-    else
+    // A driver entry point of CUDA 12's ABI, or NULL where the driver lacks it.
+    auto entry = [](const char* name) -> void* {
+      void* fn = nullptr;
+      cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+      if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q) ==
+              cudaSuccess &&
+          q == cudaDriverEntryPointSuccess)
+        return fn;
       cudaGetLastError();
-    fn = nullptr;
-    q = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault,
-                                         &q) == cudaSuccess &&
-        q == cudaDriverEntryPointSuccess && fn)
-      r.writeValue32 = reinterpret_cast<decltype(r.writeValue32)>(fn);
-    else
-      cudaGetLastError();
+      return nullptr;
+    };
+    r.waitValue32 = reinterpret_cast<decltype(r.waitValue32)>(entry("cuStreamWaitValue32"));
+    r.writeValue32 = reinterpret_cast<decltype(r.writeValue32)>(entry("cuStreamWriteValue32"));
     WEFT_INFO(kInit, "CUDA: %d device(s); stream waits by %s", n,
               r.waitValue32 ? "cuStreamWaitValue32" : "a spinning kernel");
     return r;
@@ -273,8 +270,8 @@ Status loadKernelsFor(void* stream) {
   static std::atomic<uint64_t> loaded{0};  // a bit per device below 64
   static std::mutex loading;
   int dev = -1;
-  cudaError_t e = stream ? cudaStreamGetDevice(static_cast<cudaStream_t>(stream), &dev)
-                         : cudaGetDevice(&dev);
+  cudaError_t e =
+      stream ? cudaStreamGetDevice(static_cast<cudaStream_t>(stream), &dev) : cudaGetDevice(&dev);
   if (e != cudaSuccess) return cudaError("the stream's device", e);
   const uint64_t bit = dev >= 0 && dev < 64 ? uint64_t{1} << dev : 0;
   if (bit && (loaded.load(std::memory_order_acquire) & bit)) return Status();
@@ -284,8 +281,7 @@ Status loadKernelsFor(void* stream) {
   if (bit && (loaded.load(std::memory_order_acquire) & bit)) return Status();
   int prev = -1;
   if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
-  if (prev != dev && (e = cudaSetDevice(dev)) != cudaSuccess)
-    return cudaError("cudaSetDevice", e);
+  if (prev != dev && (e = cudaSetDevice(dev)) != cudaSuccess) return cudaError("cudaSetDevice", e);
   const int r = loadKernels();
   Status warm = r ? Status() : warmCopies();
   if (prev >= 0 && prev != dev) cudaSetDevice(prev);
@@ -329,8 +325,8 @@ Status streamWriteFlag(volatile uint32_t* flag, uint32_t value, void* stream) {
   if (e != cudaSuccess) return cudaError("cudaHostGetDevicePointer", e);
   // Default flags: a memory barrier first, so the stream's earlier writes
   // (the copies into staging) are visible before the value is.
-  CUresult r = p.writeValue32(static_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(dflag),
-                              value, 0);
+  CUresult r =
+      p.writeValue32(static_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(dflag), value, 0);
   if (r == CUDA_SUCCESS) return Status();
   return Status(WEFT_ERR_CUDA, strFormat("cuStreamWriteValue32 failed (CUresult %d)", r));
 }

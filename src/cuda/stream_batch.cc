@@ -149,7 +149,7 @@ class Pool {
   std::mutex mu_;
   std::vector<Block*> free_;
   std::vector<Retiring> retiring_;
-  size_t out_ = 0;  // blocks taken and not back in free_ (nor dropped)
+  size_t out_ = 0;                 // blocks taken and not back in free_ (nor dropped)
   std::vector<void*> freeEvents_;  // completed, ready for another batch
   static constexpr size_t kMaxFreeEvents = 256;
 };
@@ -197,8 +197,8 @@ StreamBatch::~StreamBatch() {
   if (released_ && !completed_.load())
     complete(failed_.isError() ? failed_ : Status(WEFT_ERR_INTERNAL, "stream batch dropped"));
   // This may run on a progress thread: no CUDA call (Pool::giveBack).
-  const bool all = after_.size() == streams_.size() &&
-                     (readyWords_ || ready_.size() == streams_.size());
+  const bool all =
+      after_.size() == streams_.size() && (readyWords_ || ready_.size() == streams_.size());
   std::vector<void*> events = std::move(after_);
   events.insert(events.end(), ready_.begin(), ready_.end());
   if (block_ && all && released_) {

@@ -104,7 +104,7 @@ class StreamBatch {
   uint64_t gateSinceNs_ = 0;
   std::atomic<bool> open_{false};
   std::atomic<bool> completed_{false};
-  bool released_ = false;  // the flag waits are enqueued
+  bool released_ = false;    // the flag waits are enqueued
   bool readyWords_ = false;  // the streams write ready words (no ready_ events)
   std::mutex mu_;
   Status failed_;

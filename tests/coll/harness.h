@@ -84,7 +84,8 @@ inline std::string runProcesses(int n, const Body& body, const std::vector<std::
         weft_result_t d = weft_comm_destroy(comm);
         if (d != WEFT_SUCCESS && err.empty()) err = "destroy: " + describe(d, nullptr);
       }
-      if (write(p[1], err.data(), err.size()) < 0) {}
+      if (write(p[1], err.data(), err.size()) < 0) {
+      }
       close(p[1]);
       _exit(err.empty() ? 0 : 1);
     }

@@ -3,10 +3,9 @@
 // algorithm that ran is read back from the TRACE log, so a fallback to the
 // default cannot pass unnoticed. (The simulator in tests/algo covers every
 // rank count 1..33 without transports; the arena has its own tests.)
-#include <catch2/catch.hpp>
-
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -112,10 +111,13 @@ TEST_CASE("algorithms: each one forced over tcp - 4 threads", "[coll][algo][thre
 
 #ifdef WEFT_HAVE_UCX
 TEST_CASE("algorithms: each one forced over ucx - 4 processes (UCX_TLS=tcp)", "[coll][algo][ucx]") {
-  for (const AlgoCase& a : kAlgoCases) runAlgo(a, 4, true, {"WEFT_TRANSPORTS=ucx", "UCX_TLS=tcp", "WEFT_TIMEOUT_S=30"});
+  for (const AlgoCase& a : kAlgoCases)
+    runAlgo(a, 4, true, {"WEFT_TRANSPORTS=ucx", "UCX_TLS=tcp", "WEFT_TIMEOUT_S=30"});
 }
 
-TEST_CASE("algorithms: each one forced over ucx - 3 threads (UCX_TLS=sm)", "[coll][algo][threads][ucx]") {
-  for (const AlgoCase& a : kAlgoCases) runAlgo(a, 3, false, {"WEFT_TRANSPORTS=ucx", "UCX_TLS=sm", "WEFT_TIMEOUT_S=30"});
+TEST_CASE("algorithms: each one forced over ucx - 3 threads (UCX_TLS=sm)",
+          "[coll][algo][threads][ucx]") {
+  for (const AlgoCase& a : kAlgoCases)
+    runAlgo(a, 3, false, {"WEFT_TRANSPORTS=ucx", "UCX_TLS=sm", "WEFT_TIMEOUT_S=30"});
 }
 #endif

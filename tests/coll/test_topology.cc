@@ -108,10 +108,13 @@ TEST_CASE("topology: ranks pinned two per core chain by core and fold their pair
   const std::string dir = tmpl;
   // Forced recursive doubling (folded: 2 ranks per core, 4 ranks) and chain
   // broadcasts from every root, over tcp so that schedules run.
-  const std::vector<std::string> env = {"WEFT_TRANSPORTS=tcp", "WEFT_SOCKET_IFNAME=lo",
+  const std::vector<std::string> env = {"WEFT_TRANSPORTS=tcp",
+                                        "WEFT_SOCKET_IFNAME=lo",
                                         "WEFT_ALGO=allreduce:rd;broadcast:chain",
-                                        "WEFT_CHUNK_BYTES=4K", "WEFT_TIMEOUT_S=60",
-                                        "WEFT_DEBUG=INFO", "WEFT_DEBUG_SUBSYS=INIT",
+                                        "WEFT_CHUNK_BYTES=4K",
+                                        "WEFT_TIMEOUT_S=60",
+                                        "WEFT_DEBUG=INFO",
+                                        "WEFT_DEBUG_SUBSYS=INIT",
                                         "WEFT_DEBUG_FILE=" + dir + "/log-%p"};
   auto body = [](weft_comm_t comm, int rank, int nranks) -> std::string {
     std::string err = sumBody(comm, rank, nranks);

@@ -3,7 +3,6 @@
 // shared-memory transports: every collective checked element by element, the
 // INFO log proves every peer went through ucx, and a killed peer is named.
 #include <catch2/catch.hpp>
-
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -22,7 +21,8 @@ std::string allCollectives(weft_comm_t c, int r, int n) {
       for (size_t count : {size_t(0), size_t(1), size_t(3000), size_t(300000)})
         for (bool inPlace : {false, true}) {
           weft_op_t op = dt == WEFT_INT32 ? WEFT_MAX : WEFT_SUM;
-          std::string e = runAndCheck(c, r, n, coll, dt, op, count, inPlace, static_cast<int>(count % n));
+          std::string e =
+              runAndCheck(c, r, n, coll, dt, op, count, inPlace, static_cast<int>(count % n));
           if (!e.empty()) return std::string(collName(coll)) + ": " + e;
         }
   return "";
@@ -72,7 +72,8 @@ TEST_CASE("ucx: every collective over processes - UCX_TLS tcp and sm - 2 and 4 r
   }
 }
 
-TEST_CASE("ucx: a peer killed mid-job fails the others with its name", "[failure][processes][ucx]") {
+TEST_CASE("ucx: a peer killed mid-job fails the others with its name",
+          "[failure][processes][ucx]") {
   for (const char* tls : {"UCX_TLS=tcp", "UCX_TLS=sm"}) {
     INFO(tls);
     std::string out = runProcesses(

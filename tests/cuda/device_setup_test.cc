@@ -31,8 +31,8 @@ TEST_CASE("device setup: which ranks ask CUDA at init", "[cuda-rules]") {
       {"0 is off", "0", 2, 1, true, true, true, S, "WEFT_CUDA_IPC=off"},
       {"two hosts", "on", 4, 2, true, true, true, S, "on 2 hosts"},
       {"WEFT_TRANSPORTS without cuda_ipc", "", 2, 1, false, true, true, S, "leaves cuda_ipc"},
-      {"one rank: the GPU backend only, whatever WEFT_TRANSPORTS", "on", 1, 1, false, true, true,
-       A, "asking"},
+      {"one rank: the GPU backend only, whatever WEFT_TRANSPORTS", "on", 1, 1, false, true, true, A,
+       "asking"},
       {"built without CUDA", "on", 2, 1, true, false, true, S, "without CUDA"},
   };
   for (const Case& c : cases) {

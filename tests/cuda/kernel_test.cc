@@ -1,8 +1,8 @@
 // [cuda] The CUDA kernels against the host executor, bit for bit (NaN for
-// NaN: a NaN's payload and sign may differ): every (datatype, op), 1 to 3 sources, reduce-and-copy, offsets that exercise the
-// scalar head and tail, the vector body, and copy-if-ok. Skipped (with the
-// reason) without a device; the split the kernels use is tested on the CPU
-// in rules_test.cc, the arithmetic in tests/kernels.
+// NaN: a NaN's payload and sign may differ): every (datatype, op), 1 to 3 sources, reduce-and-copy,
+// offsets that exercise the scalar head and tail, the vector body, and copy-if-ok. Skipped (with
+// the reason) without a device; the split the kernels use is tested on the CPU in rules_test.cc,
+// the arithmetic in tests/kernels.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>

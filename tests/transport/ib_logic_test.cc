@@ -3,13 +3,12 @@
 // control (a two-sided simulation that must never overrun a receiver and
 // never deadlock), the registration cache and the GPUDirect RDMA choice.
 #include <catch2/catch.hpp>
-
 #include <cstdlib>
 #include <cstring>
-#include <string>
 #include <deque>
 #include <filesystem>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "transports/ibverbs/credits.h"
@@ -58,7 +57,8 @@ TEST_CASE("ib: WEFT_IB_HCA parses like NCCL_IB_HCA", "[transport][ibverbs]") {
   CHECK(hcaAllowed(s, "mlx5_2", 2));
   CHECK(hcaAllowed(s, "mlx5_20", 1));
 
-  for (const char* bad : {"^", "=", "mlx5_0:", "mlx5_0:x", "mlx5_0:0", ",mlx5_0", "mlx5_0,,a", ":1"}) {
+  for (const char* bad :
+       {"^", "=", "mlx5_0:", "mlx5_0:x", "mlx5_0:0", ",mlx5_0", "mlx5_0,,a", ":1"}) {
     INFO(bad);
     Status st = parseHcaSpec(bad, &s);
     CHECK(st.code() == WEFT_ERR_INVALID_ARGUMENT);
@@ -84,8 +84,10 @@ GidEntry v4mapped(int index, GidType t) {
 }  // namespace
 
 TEST_CASE("ib: RoCE GID selection prefers v2 with an IPv4 address", "[transport][ibverbs]") {
-  const GidEntry linkLocal1 = gid(0, GidType::RoceV1, {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8});
-  const GidEntry linkLocal2 = gid(1, GidType::RoceV2, {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8});
+  const GidEntry linkLocal1 =
+      gid(0, GidType::RoceV1, {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8});
+  const GidEntry linkLocal2 =
+      gid(1, GidType::RoceV2, {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8});
   std::vector<GidEntry> table = {linkLocal1, linkLocal2, v4mapped(2, GidType::RoceV1),
                                  v4mapped(3, GidType::RoceV2), GidEntry()};
   table.back().index = 4;  // all zero: unused
@@ -112,7 +114,8 @@ TEST_CASE("ib: RoCE GID selection prefers v2 with an IPv4 address", "[transport]
   CHECK(gidIsLinkLocal(linkLocal1.gid));
 }
 
-TEST_CASE("ib: the queue-pair state machine allows only RESET-INIT-RTR-RTS", "[transport][ibverbs]") {
+TEST_CASE("ib: the queue-pair state machine allows only RESET-INIT-RTR-RTS",
+          "[transport][ibverbs]") {
   QpFsm qp;
   uint32_t attrs = 0;
   RemoteQp remote;
@@ -132,7 +135,8 @@ TEST_CASE("ib: the queue-pair state machine allows only RESET-INIT-RTR-RTS", "[t
   CHECK(qp.plan(QpState::Rtr, &bad, &attrs).message().find("QP number") != std::string::npos);
   bad = remote;
   bad.lid = 0;
-  CHECK(qp.plan(QpState::Rtr, &bad, &attrs).message().find("neither a LID nor a GID") != std::string::npos);
+  CHECK(qp.plan(QpState::Rtr, &bad, &attrs).message().find("neither a LID nor a GID") !=
+        std::string::npos);
   bad.useGid = true;
   CHECK(qp.plan(QpState::Rtr, &bad, &attrs).message().find("GID is zero") != std::string::npos);
   bad.gid[15] = 1;
@@ -177,8 +181,8 @@ TEST_CASE("ib: credit flow control never overruns a receiver and never deadlocks
       };
       struct Side {
         CreditWindow w;
-        int toSend;               // data messages still to send
-        std::deque<Msg> inbox;    // arrived, not yet consumed (occupy slots)
+        int toSend;             // data messages still to send
+        std::deque<Msg> inbox;  // arrived, not yet consumed (occupy slots)
         uint32_t freeSlots;
         int received = 0;
         explicit Side(uint32_t s, int n) : w(s), toSend(n), freeSlots(s) {}
@@ -195,8 +199,10 @@ TEST_CASE("ib: credit flow control never overruns a receiver and never deadlocks
           Side& peer = side[1 - me];
           int action = static_cast<int>(rng() % 3);
           if (action == 0 && s.toSend > 0 && s.w.takeForData()) {
-            if (peer.freeSlots == 0) overrun = true;
-            else --peer.freeSlots;
+            if (peer.freeSlots == 0)
+              overrun = true;
+            else
+              --peer.freeSlots;
             peer.inbox.push_back({true, s.w.takeOwed()});
             --s.toSend;
             moved = true;
@@ -209,8 +215,10 @@ TEST_CASE("ib: credit flow control never overruns a receiver and never deadlocks
             if (m.data) ++s.received;
             moved = true;
           } else if (action == 2 && s.w.creditReturnDue() && s.w.takeForCreditReturn()) {
-            if (peer.freeSlots == 0) overrun = true;
-            else --peer.freeSlots;
+            if (peer.freeSlots == 0)
+              overrun = true;
+            else
+              --peer.freeSlots;
             peer.inbox.push_back({false, s.w.takeOwed()});
             moved = true;
           }
@@ -226,7 +234,8 @@ TEST_CASE("ib: credit flow control never overruns a receiver and never deadlocks
   }
 }
 
-TEST_CASE("ib: the registration cache reuses, holds and evicts registrations", "[transport][ibverbs]") {
+TEST_CASE("ib: the registration cache reuses, holds and evicts registrations",
+          "[transport][ibverbs]") {
   int regs = 0, deregs = 0;
   std::vector<std::pair<uintptr_t, size_t>> live;
   RegCache cache(
@@ -279,7 +288,8 @@ TEST_CASE("ib: the registration cache reuses, holds and evicts registrations", "
   for (auto& l : live) CHECK(l.first != reinterpret_cast<uintptr_t>(buf));
   // A failing registration is reported and leaves nothing behind.
   RegCache failing(
-      2, 4096, [](uintptr_t, size_t, Registration*) { return Status(WEFT_ERR_SYSTEM, "ibv_reg_mr: no"); },
+      2, 4096,
+      [](uintptr_t, size_t, Registration*) { return Status(WEFT_ERR_SYSTEM, "ibv_reg_mr: no"); },
       [](const Registration&) {});
   const Registration* e = nullptr;
   CHECK(failing.acquire(buf, 10, &e).code() == WEFT_ERR_SYSTEM);
@@ -314,7 +324,8 @@ TEST_CASE("ib: WEFT_NET_GDR and the GPUDirect RDMA choice", "[transport][ibverbs
   CHECK(chooseGdr(true, false, root, &why) == GdrMode::Off);
   CHECK(why.find("nvidia-peermem") != std::string::npos);
   CHECK(chooseGdr(true, true, root, &why) == GdrMode::DmaBuf);
-  for (const char* dir : {"/module/nvidia_peermem", "/module/nv_peer_mem", "/kernel/mm/memory_peers/nv_mem"}) {
+  for (const char* dir :
+       {"/module/nvidia_peermem", "/module/nv_peer_mem", "/kernel/mm/memory_peers/nv_mem"}) {
     INFO(dir);
     REQUIRE(std::system(("mkdir -p " + root + dir).c_str()) == 0);
     CHECK(chooseGdr(true, false, root, &why) == GdrMode::PeerMem);
