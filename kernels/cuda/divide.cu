@@ -42,10 +42,7 @@ int loadDivideKernels() {
   const void* fns[] = {fn<int8_t>(),  fn<uint8_t>(),  fn<int32_t>(),   fn<uint32_t>(),
                        fn<int64_t>(), fn<uint64_t>(), fn<half_t>(),    fn<float>(),
                        fn<double>(),  fn<bf16_t>(),   fn<fp8e4m3_t>(), fn<fp8e5m2_t>()};
-  cudaFuncAttributes a;
-  for (const void* f : fns)
-    if (cudaError_t e = cudaFuncGetAttributes(&a, f)) return static_cast<int>(e);
-  return cudaSuccess;
+  return loadFunctions(fns, sizeof fns / sizeof fns[0]);
 }
 
 int divideOnStream(void* dst, size_t count, weft_datatype_t dt, uint64_t n, void* stream) {

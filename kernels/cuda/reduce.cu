@@ -251,13 +251,17 @@ int loadReduceKernels() {
                        reinterpret_cast<const void*>(reduceKernel<T, WEFT_PROD>),
                        reinterpret_cast<const void*>(reduceKernel<T, WEFT_MAX>),
                        reinterpret_cast<const void*>(reduceKernel<T, WEFT_MIN>)};
-  cudaFuncAttributes a;
-  for (const void* f : fns)
-    if (cudaError_t e = cudaFuncGetAttributes(&a, f)) return static_cast<int>(e);
-  return cudaSuccess;
+  return loadFunctions(fns, 4);
 }
 
 }  // namespace
+
+int loadFunctions(const void* const* fns, size_t n) {
+  cudaFuncAttributes a;
+  for (size_t i = 0; i < n; ++i)
+    if (cudaError_t e = cudaFuncGetAttributes(&a, fns[i])) return static_cast<int>(e);
+  return cudaSuccess;
+}
 
 int loadKernels() {
   const int errs[] = {loadReduceKernels<int8_t>(),
@@ -273,11 +277,10 @@ int loadKernels() {
                       loadReduceKernels<fp8e4m3_t>(),
                       loadReduceKernels<fp8e5m2_t>(),
                       loadDivideKernels()};
-  cudaFuncAttributes a;
-  cudaError_t e = cudaFuncGetAttributes(&a, reinterpret_cast<const void*>(spinWaitKernel));
   for (int x : errs)
     if (x) return x;
-  return static_cast<int>(e);
+  const void* spin = reinterpret_cast<const void*>(spinWaitKernel);
+  return loadFunctions(&spin, 1);
 }
 
 const char* cudaErrorText(int err) { return cudaGetErrorString(static_cast<cudaError_t>(err)); }

@@ -61,6 +61,8 @@ int divideOnStream(void* dst, size_t count, weft_datatype_t dt, uint64_t n, void
 // loadKernelsFor).
 int loadKernels();
 int loadDivideKernels();  // divide.cu's part of loadKernels
+// cudaFuncGetAttributes on each of n kernels: the first error, or 0.
+int loadFunctions(const void* const* fns, size_t n);
 
 // The text of a cudaError_t code.
 const char* cudaErrorText(int err);

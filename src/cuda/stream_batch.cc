@@ -214,14 +214,14 @@ Status StreamBatch::stage(std::vector<void*>* sends, std::vector<void*>* recvs) 
   ticket_ = gNextTicket.fetch_add(1);
   size_t total = kHeader;
   for (const StreamCall& c : calls_) {
-    // Before any stream is held (release): a kernel's first launch may wait
-    // for the device to idle.
-    WEFT_RETURN_IF_ERROR(loadKernelsFor(c.stream));
     layouts_.push_back(layoutStaging(c.send, c.sendLen, c.recv, c.recvLen));
     // + room to match alignment; direct: the block holds only the flag words.
     if (!direct_) total += align256(layouts_.back().bytes + kVectorBytes);
-    if (std::find(streams_.begin(), streams_.end(), c.stream) == streams_.end())
-      streams_.push_back(c.stream);
+    if (std::find(streams_.begin(), streams_.end(), c.stream) != streams_.end()) continue;
+    streams_.push_back(c.stream);
+    // Before any stream is held (release): a kernel's first launch may wait
+    // for the device to idle.
+    WEFT_RETURN_IF_ERROR(loadKernelsFor(c.stream));
   }
   WEFT_RETURN_IF_ERROR(pool().take(total, &block_));
   // No stream uses the block now (it came back only after every stream
