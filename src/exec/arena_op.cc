@@ -25,8 +25,8 @@ constexpr size_t kStreamOutputBytes = size_t{4} << 20;
 
 uint64_t descWord0(const CollArgs& a, weft_datatype_t dt) {
   return static_cast<uint64_t>(a.type) | static_cast<uint64_t>(dt) << 8 |
-         static_cast<uint64_t>(a.op) << 16 | static_cast<uint64_t>(static_cast<uint32_t>(a.root))
-                                                  << 32;
+         static_cast<uint64_t>(a.op) << 16 |
+         static_cast<uint64_t>(static_cast<uint32_t>(a.root)) << 32;
 }
 
 std::string describeDesc(uint64_t w0, uint64_t w1) {
@@ -72,6 +72,16 @@ ArenaOp::ArenaOp(shm::Arena* arena, const CollArgs& args, weft_datatype_t dt, co
     base_ = arena->reserveRounds(1);
     return;
   }
+  if (args.type == CollType::Broadcast && blk && blk <= arena->ringPayload() &&
+      !(arena->directMin() && blk >= arena->directMin() && blk < arena->chunk() / 2)) {
+    // A small broadcast's path: one round through the root's ring (what
+    // the general case below finds for it, without its divisions).
+    total_ = step_ = blk;
+    ring_ = true;
+    rounds_ = 1;
+    base_ = arena->reserveRounds(1);
+    return;
+  }
   const size_t chunk = arena->chunk() / kLine * kLine;
   switch (args.type) {
     case CollType::AllReduce:
@@ -94,7 +104,8 @@ ArenaOp::ArenaOp(shm::Arena* arena, const CollArgs& args, weft_datatype_t dt, co
       step_ = per >= kLine ? per / kLine * kLine : per / e * e;
       break;
     }
-    default: break;  // barrier: one round, no data
+    default:
+      break;  // barrier: one round, no data
   }
   // Whole elements per round (element sizes are powers of two: a mask, not
   // a division).
@@ -134,7 +145,7 @@ size_t ArenaOp::stagedBytes(size_t j) const {
   if (direct_)  // not staged: read in place by the others
     return args_.type == CollType::AllToAll ? len * static_cast<size_t>(n_ - 1)
            : args_.type == CollType::AllGather || me_ == args_.root ? len
-                                                                      : 0;
+                                                                    : 0;
   switch (args_.type) {
     case CollType::AllReduce:
     case CollType::Reduce: {
@@ -143,11 +154,15 @@ size_t ArenaOp::stagedBytes(size_t j) const {
       part(len, me_, &off, &pl);
       return len - pl;
     }
-    case CollType::Broadcast: return me_ == args_.root ? len : 0;
-    case CollType::AllGather: return len;
+    case CollType::Broadcast:
+      return me_ == args_.root ? len : 0;
+    case CollType::AllGather:
+      return len;
     case CollType::ReduceScatter:
-    case CollType::AllToAll: return len * static_cast<size_t>(n_ - 1);
-    default: return 0;
+    case CollType::AllToAll:
+      return len * static_cast<size_t>(n_ - 1);
+    default:
+      return 0;
   }
 }
 
@@ -157,7 +172,8 @@ bool ArenaOp::reduces() const {
 }
 
 bool ArenaOp::anyC() const {
-  return direct_ || (args_.type == CollType::AllReduce && !oneShot_) || args_.type == CollType::Reduce;
+  return direct_ || (args_.type == CollType::AllReduce && !oneShot_) ||
+         args_.type == CollType::Reduce;
 }
 
 bool ArenaOp::hasC() const {
@@ -249,13 +265,16 @@ void ArenaOp::phaseA(size_t j, int par) {
         if (!args_.inPlace) copy(recv_ + lo, send_ + lo, len);
       }
       break;
-    case CollType::AllGather: copy(mine, send_ + lo, len); break;
+    case CollType::AllGather:
+      copy(mine, send_ + lo, len);
+      break;
     case CollType::ReduceScatter:
     case CollType::AllToAll:
       for (int p = 0; p < n_; ++p)
         if (p != me_) copy(mine + p * step_, send_ + p * total_ + lo, len);
       break;
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -270,7 +289,7 @@ Status ArenaOp::phaseB(size_t j, int par) {
     const uint64_t w0 = descWord0(args_, dt_), w1 = args_.count;
     for (int p = ring_ ? args_.root : 0; p < (ring_ ? args_.root + 1 : n_); ++p) {
       uint64_t stamp = 0;
-      const uint64_t* d = arena_->descOf(p, g, &stamp);
+      const uint64_t* d = arena_->descOf(p, g, &stamp, ring_);
       if (rec_ && d) rec_->stamp = telemetry::laterStamp(rec_->stamp, stamp);
       if (d && d[0] == w0 && d[1] == w1) continue;
       return invalidUsage(strFormat(
@@ -342,7 +361,8 @@ Status ArenaOp::phaseB(size_t j, int par) {
           output(dst, arena_->buf(p, par) + me_ * step_, len);
       }
       break;
-    default: break;
+    default:
+      break;
   }
   return Status::ok();
 }
@@ -414,8 +434,9 @@ bool ArenaOp::progress(Status* st, bool* moved) {
       const uint64_t t0 = timed_ ? nowNs() : 0;
       if (timed_ && !rec_->firstByteNs) rec_->firstByteNs = t0;
       Status bs = phaseB(round_, par);
-      if (timed_) rec_->addWork(reduces() ? telemetry::SpanKind::Reduce : telemetry::SpanKind::Copy,
-                              t0, nowNs(), spans_);
+      if (timed_)
+        rec_->addWork(reduces() ? telemetry::SpanKind::Reduce : telemetry::SpanKind::Copy, t0,
+                      nowNs(), spans_);
       if (bs.isError()) {
         *st = bs;
         return true;
@@ -464,8 +485,7 @@ void ArenaOp::reduceOneShot(int par) {
     srcsHeap.reset(new const void*[n_]);
     srcs = srcsHeap.get();
   }
-  for (int p = 0; p < n_; ++p)
-    srcs[p] = inline_ ? arena_->inlineData(p, g) : arena_->buf(p, par);
+  for (int p = 0; p < n_; ++p) srcs[p] = inline_ ? arena_->inlineData(p, g) : arena_->buf(p, par);
   if (!recv_) return;  // reduce is never one-shot; keep it safe anyway
   const size_t count = total_ / args_.eltSize;
   reduceHostN(recv_, srcs, n_, count, dt_, args_.op);
@@ -507,10 +527,56 @@ Status ArenaOp::runOneShot(double timeoutS, const std::atomic<bool>* cancel) {
   return Status::ok();
 }
 
+Status ArenaOp::runRing(double timeoutS, const std::atomic<bool>* cancel) {
+  // The round progress() runs for a ring broadcast: A describes the call in
+  // my ring slot (the root also stages the data there), publish; a reader
+  // then waits for the root's slot, compares calls and copies the data out.
+  const uint64_t g = base_;
+  const uint64_t gate = gateOfA(g);
+  if (gate && !arena_->reached(gate, nullptr)) WEFT_RETURN_IF_ERROR(waitTarget(timeoutS, cancel));
+  const bool root = me_ == args_.root;
+  shm::Arena::RingSlot* s = arena_->ringSlot(me_, g);
+  s->desc[0] = descWord0(args_, dt_);
+  s->desc[1] = args_.count;
+  s->stamp = rec_ ? rec_->stamp : 0;
+  if (root) {
+    copy(s->data(total_), send_, total_);
+    if (!args_.inPlace) copy(recv_, send_, total_);
+    if (rec_) rec_->sent[tx_] += total_;
+  }
+  s->round.store(g, std::memory_order_release);
+  arena_->publish(2 * g + 1);
+  if (!root) {
+    stage_ = 1;
+    const shm::Arena::RingSlot* r = arena_->ringSlot(args_.root, g);
+    if (r->round.load(std::memory_order_acquire) != g &&
+        !arena_->reached(2 * g + 1, nullptr, args_.root))
+      WEFT_RETURN_IF_ERROR(waitTarget(timeoutS, cancel));
+    // The root's call as its slot describes it (Arena::descOf's ringFirst).
+    if (r->round.load(std::memory_order_acquire) != g || r->desc[0] != s->desc[0] ||
+        r->desc[1] != s->desc[1]) {
+      // phaseB finds the mismatch again and says what it is.
+      Status bs = phaseB(0, static_cast<int>(g & 1));
+      if (bs.isOk()) {
+        stage_ = 0;
+        round_ = 1;
+      }
+      return bs;
+    }
+    if (rec_) rec_->stamp = telemetry::laterStamp(rec_->stamp, r->stamp);
+    copy(recv_, r->data(total_), total_);
+  }
+  stage_ = 0;
+  round_ = 1;
+  return Status::ok();
+}
+
 Status ArenaOp::run(double timeoutS, const std::atomic<bool>* cancel) {
-  if (oneShot_ && args_.type == CollType::AllReduce && !timed_ && round_ == 0 && stage_ == 0 &&
-      rounds_ == 1 && recv_)
-    return runOneShot(timeoutS, cancel);
+  if (round_ == 0 && stage_ == 0 && !timed_) {
+    if (oneShot_ && args_.type == CollType::AllReduce && rounds_ == 1 && recv_)
+      return runOneShot(timeoutS, cancel);
+    if (ring_) return runRing(timeoutS, cancel);
+  }
   for (;;) {
     Status st;
     bool moved = false;

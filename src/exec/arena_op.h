@@ -72,8 +72,8 @@ class ArenaOp : public OpRunner {
   // Reserves this collective's rounds in the arena's sequence: create arena
   // ops in issue order. Buffers as bound by the API (recv may be null where
   // the collective writes none on this rank).
-  ArenaOp(shm::Arena* arena, const CollArgs& args, weft_datatype_t dt, const void* send,
-          void* recv, uint64_t seq);
+  ArenaOp(shm::Arena* arena, const CollArgs& args, weft_datatype_t dt, const void* send, void* recv,
+          uint64_t seq);
 
   bool progress(Status* st, bool* moved) override;
   void waitingFor(std::vector<int>* ranks) const override;
@@ -104,6 +104,9 @@ class ArenaOp : public OpRunner {
   // run() of a one-shot allreduce (oneShot_, untimed): phases A and B of
   // its one round straight through, without progress()'s stage machine.
   Status runOneShot(double timeoutS, const std::atomic<bool>* cancel);
+  // run() of a ring broadcast (ring_, untimed): its one round straight
+  // through, as runOneShot.
+  Status runRing(double timeoutS, const std::atomic<bool>* cancel);
   // B of a one-shot allreduce: every rank's staged copy (in its flag's line
   // up to 16 bytes) reduced in rank order into recv_.
   void reduceOneShot(int par);
@@ -140,8 +143,8 @@ class ArenaOp : public OpRunner {
   bool direct_ = false;     // single copy (Arena::directMin)
   bool ring_ = false;       // a small broadcast through the root's ring
   bool streamOut_ = false;  // outputs written with non-temporal stores
-  size_t total_ = 0;  // bytes the rounds cover
-  size_t step_ = 0;   // bytes per round
+  size_t total_ = 0;        // bytes the rounds cover
+  size_t step_ = 0;         // bytes per round
   size_t rounds_ = 0;
   uint64_t base_ = 0;
   size_t round_ = 0;

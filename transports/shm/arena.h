@@ -106,14 +106,21 @@ class Arena {
   }
   // Rank r's descriptor and stamp for round g, from its parity line or,
   // when it ran that round as a ring broadcast, its ring slot; nullptr when
-  // neither holds round g (call after rank r published A(g)).
-  const uint64_t* descOf(int r, uint64_t g, uint64_t* stamp) const {
+  // neither holds round g (call after rank r published A(g)). `ringFirst`:
+  // look at the ring slot first (a ring reader: the parity line holds rank
+  // r's flag, which it writes every round, so reading it costs both ranks
+  // a cache miss).
+  const uint64_t* descOf(int r, uint64_t g, uint64_t* stamp, bool ringFirst = false) const {
+    const RingSlot* s = ringSlot(r, g);
+    if (ringFirst && s->round.load(std::memory_order_acquire) == g) {
+      *stamp = s->stamp;
+      return s->desc;
+    }
     const FifoHeader::ArenaLine& l = hdr_[r]->lines[g & 1];
     if (l.round == g) {
       *stamp = l.stamp;
       return l.desc;
     }
-    const RingSlot* s = ringSlot(r, g);
     if (s->round.load(std::memory_order_acquire) == g) {
       *stamp = s->stamp;
       return s->desc;
