@@ -1,5 +1,6 @@
 #include "core/clock.h"
 
+#include <atomic>
 #include <fstream>
 #include <string>
 
@@ -57,47 +58,99 @@ TscClock calibrate() {
 
 }  // namespace
 
+#ifdef WEFT_HAVE_TSC
+namespace {
+
+// This thread's anchor: the counter and the system clock read together,
+// and the last value returned. initial-exec: read without a call to
+// __tls_get_addr (a few bytes of static TLS, which glibc keeps spare for
+// dlopened libraries).
+thread_local uint64_t tAnchorTsc __attribute__((tls_model("initial-exec"))) = 0;
+thread_local uint64_t tAnchorNs __attribute__((tls_model("initial-exec"))) = 0;
+thread_local uint64_t tLast __attribute__((tls_model("initial-exec"))) = 0;
+
+// The system clock between two counter reads, the pair taken at their
+// midpoint; a pair the thread was preempted in (wider than 2 us) is taken
+// again, up to 4 times, keeping the tightest. An anchor taken across a
+// preemption would put every reading of the next millisecond behind by as
+// long as the preemption lasted. Out of line: nowNs() then stays a leaf
+// that saves no registers (a fifth of its instructions).
+__attribute__((noinline, cold)) uint64_t reanchor(const TscClock& clock) {
+  uint64_t best = ~0ull;
+  for (int i = 0; i < 4 && best > clock.reanchorTicks / 500; ++i) {
+    const uint64_t c0 = __rdtsc(), ns = systemNowNs(), c1 = __rdtsc();
+    if (c1 - c0 < best) {
+      best = c1 - c0;
+      tAnchorNs = ns;
+      tAnchorTsc = c0 + (c1 - c0) / 2;
+    }
+  }
+  uint64_t v = tAnchorNs;
+  if (v < tLast) v = tLast;
+  tLast = v;
+  return v;
+}
+
+}  // namespace
+#endif
+
+#ifdef WEFT_HAVE_TSC
+namespace {
+
+// The calibration, once per process; gClockReady says it is done (and ok).
+const TscClock& tscClock() {
+  static const TscClock clock = calibrate();
+  return clock;
+}
+std::atomic<bool> gClockReady{false};
+TscClock gClock;  // a copy of tscClock() once gClockReady
+
+// The first call, a thread's first call, a re-anchoring, or no usable
+// counter. Out of line: nowNs() stays a leaf that saves no registers.
+__attribute__((noinline)) uint64_t nowNsSlow() {
+  const TscClock& clock = tscClock();
+  if (!clock.ok) return systemNowNs();
+  if (!gClockReady.load(std::memory_order_acquire)) {
+    gClock = clock;
+    gClockReady.store(true, std::memory_order_release);
+  }
+  const uint64_t t = __rdtsc();
+  if (tAnchorNs != 0 && t - tAnchorTsc < clock.reanchorTicks) {
+    uint64_t v = tAnchorNs +
+                 static_cast<uint64_t>(static_cast<int64_t>(
+                     static_cast<double>(static_cast<int64_t>(t - tAnchorTsc)) * clock.nsPerTick));
+    if (v < tLast) v = tLast;
+    tLast = v;
+    return v;
+  }
+  return reanchor(clock);
+}
+
+}  // namespace
+#endif
+
 uint64_t nowNs() {
 #ifdef WEFT_HAVE_TSC
-  static const TscClock clock = calibrate();
-  if (clock.ok) {
-    // initial-exec: read without a call to __tls_get_addr (a few bytes of
-    // static TLS, which glibc keeps spare for dlopened libraries).
-    static thread_local uint64_t anchorTsc __attribute__((tls_model("initial-exec"))) = 0;
-    static thread_local uint64_t anchorNs __attribute__((tls_model("initial-exec"))) = 0;
-    static thread_local uint64_t last __attribute__((tls_model("initial-exec"))) = 0;
+  // gClock is written once, before gClockReady (which only goes true).
+  if (gClockReady.load(std::memory_order_acquire)) {
     const uint64_t t = __rdtsc();
-    uint64_t v;
-    if (anchorNs == 0 || t - anchorTsc >= clock.reanchorTicks) {
-      // The system clock between two counter reads, the pair taken at
-      // their midpoint; a pair the thread was preempted in (wider than
-      // 2 us) is taken again, up to 4 times, keeping the tightest. An
-      // anchor taken across a preemption would put every reading of the
-      // next millisecond behind by as long as the preemption lasted.
-      uint64_t best = ~0ull;
-      for (int i = 0; i < 4 && best > clock.reanchorTicks / 500; ++i) {
-        const uint64_t c0 = __rdtsc(), ns = systemNowNs(), c1 = __rdtsc();
-        if (c1 - c0 < best) {
-          best = c1 - c0;
-          anchorNs = ns;
-          anchorTsc = c0 + (c1 - c0) / 2;
-        }
-      }
-      v = anchorNs;
-    } else {
+    if (tAnchorNs != 0 && t - tAnchorTsc < gClock.reanchorTicks) {
       // Through int64: unsigned 64-bit <-> double conversions take a dozen
       // instructions each on x86-64 (the difference is under a millisecond
       // of ticks: the anchor is renewed that often).
-      v = anchorNs +
+      uint64_t v =
+          tAnchorNs +
           static_cast<uint64_t>(static_cast<int64_t>(
-              static_cast<double>(static_cast<int64_t>(t - anchorTsc)) * clock.nsPerTick));
+              static_cast<double>(static_cast<int64_t>(t - tAnchorTsc)) * gClock.nsPerTick));
+      if (v < tLast) v = tLast;
+      tLast = v;
+      return v;
     }
-    if (v < last) v = last;
-    last = v;
-    return v;
   }
-#endif
+  return nowNsSlow();
+#else
   return systemNowNs();
+#endif
 }
 
 }  // namespace weft
