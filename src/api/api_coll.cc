@@ -68,12 +68,20 @@ Status check(const Comm* c, const Call& k, CollArgs* out, bool* needSendOut, boo
   const auto* r8 = static_cast<const uint8_t*>(k.recv);
   const size_t blk = k.count * elt;
   switch (k.type) {
-    case CollType::AllGather: a.inPlace = k.send && s8 == r8 + c->rank() * blk; break;
-    case CollType::ReduceScatter: a.inPlace = k.recv && r8 == s8 + c->rank() * blk; break;
+    case CollType::AllGather:
+      a.inPlace = k.send && s8 == r8 + c->rank() * blk;
+      break;
+    case CollType::ReduceScatter:
+      a.inPlace = k.recv && r8 == s8 + c->rank() * blk;
+      break;
     case CollType::Send:
     case CollType::Recv:
-    case CollType::Barrier: a.inPlace = false; break;
-    default: a.inPlace = k.send && k.send == k.recv; break;
+    case CollType::Barrier:
+      a.inPlace = false;
+      break;
+    default:
+      a.inPlace = k.send && k.send == k.recv;
+      break;
   }
   if (!a.inPlace && needSend && needRecv && overlaps(k.send, sb, k.recv, rb))
     return invalidArgument(strFormat("%s: sendbuf and recvbuf overlap but are not in place", name));
@@ -94,13 +102,38 @@ weft_result_t submit(weft_comm_t comm, const Call& k, weft_stream_t stream) {
   // The call's one clock reading: the CUDA driver check and, for a call
   // that runs now, the telemetry's entry time.
   const uint64_t now = nowNs();
-  CollArgs a;
+  CollArgs checked;
+  const CollArgs* ap = &checked;  // the checked arguments, here or in the memo
   bool needSend = false, needRecv = false;
-  st = check(c, k, &a, &needSend, &needRecv);
+  CheckMemo& m = g.memo;
+  const uint64_t gen = registryGen();
+  if (m.comm == c && m.gen == gen && m.type == static_cast<int>(k.type) && m.send == k.send &&
+      m.recv == k.recv && m.count == k.count && m.dtype == static_cast<int>(k.dtype) &&
+      m.op == static_cast<int>(k.op) && m.root == k.root) {
+    ap = &m.args;
+    needSend = m.needSend;
+    needRecv = m.needRecv;
+  } else {
+    st = check(c, k, &checked, &needSend, &needRecv);
+    if (st.isOk()) {
+      m.comm = c;
+      m.gen = gen;
+      m.type = static_cast<int>(k.type);
+      m.send = k.send;
+      m.recv = k.recv;
+      m.count = k.count;
+      m.dtype = static_cast<int>(k.dtype);
+      m.op = static_cast<int>(k.op);
+      m.root = k.root;
+      m.args = checked;
+      m.needSend = needSend;
+      m.needRecv = needRecv;
+    }
+  }
   // Host memory, outside a group, and no CUDA driver in the process: run it
   // (resolveMemory would find nothing to resolve).
   if (st.isOk() && !stream && g.depth == 0 && !cuda::driverLoaded(now)) {
-    st = c->runNow(a, k.dtype, k.send, k.recv, now);
+    st = c->runNow(*ap, k.dtype, k.send, k.recv, now);
     return st.isOk() ? WEFT_SUCCESS : setError(c, st);
   }
   PendingCall pc;
@@ -116,7 +149,7 @@ weft_result_t submit(weft_comm_t comm, const Call& k, weft_stream_t stream) {
     pc.comm = lookupComm(comm, &st);
     if (!pc.comm) return setError(static_cast<Comm*>(nullptr), st);
   }
-  pc.args = a;
+  pc.args = *ap;
   pc.dtype = k.dtype;
   if (g.depth > 0) {
     g.calls.push_back(pc);
@@ -127,7 +160,7 @@ weft_result_t submit(weft_comm_t comm, const Call& k, weft_stream_t stream) {
     st = issueStreamCalls(one, nullptr, nullptr);
     return st.isOk() ? WEFT_SUCCESS : setError(c, st);
   }
-  st = c->runNow(a, k.dtype, k.send, k.recv, now);
+  st = c->runNow(*ap, k.dtype, k.send, k.recv, now);
   return st.isOk() ? WEFT_SUCCESS : setError(c, st);
 }
 
@@ -169,8 +202,7 @@ weft_result_t weft_reduce_scatter(const void* sendbuf, void* recvbuf, size_t rec
 
 weft_result_t weft_alltoall(const void* sendbuf, void* recvbuf, size_t count,
                             weft_datatype_t datatype, weft_comm_t comm, weft_stream_t stream) {
-  return submit(comm, {CollType::AllToAll, sendbuf, recvbuf, count, datatype, WEFT_SUM, 0},
-                stream);
+  return submit(comm, {CollType::AllToAll, sendbuf, recvbuf, count, datatype, WEFT_SUM, 0}, stream);
 }
 
 weft_result_t weft_send(const void* buf, size_t count, weft_datatype_t datatype, int peer,

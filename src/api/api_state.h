@@ -4,6 +4,7 @@
 // the per-thread group being recorded.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,9 @@ std::shared_ptr<Comm> lookupComm(weft_comm_t c, Status* st);
 // communicator is created or destroyed (errors.cc). The registry keeps the
 // Comm alive until its handle is destroyed.
 Comm* lookupCommCached(weft_comm_t c, Status* st);
+// Moves whenever a communicator is created or destroyed.
+extern std::atomic<uint64_t> gRegistryGen;
+inline uint64_t registryGen() { return gRegistryGen.load(std::memory_order_acquire); }
 
 // Records `st` as the last error of the calling thread and of `comm` (if
 // any) and returns its code.
@@ -47,10 +51,25 @@ struct PendingCall {
   cuda::BufferDesc bufs[2];    // what CUDA said of the used buffers (device path rule)
   int nbufs = 0;
 };
+// The last call a thread checked (api_coll.cc): a repeat of it, same comm,
+// same arguments and no communicator created or destroyed since, takes the
+// checked arguments from here instead of checking them again (a fifth of a
+// small shared-memory collective's instructions).
+struct CheckMemo {
+  const Comm* comm = nullptr;
+  uint64_t gen = 0;  // registryGen() when it was checked
+  int type = -1, dtype = -1, op = -1, root = -1;
+  const void* send = nullptr;
+  const void* recv = nullptr;
+  size_t count = 0;
+  CollArgs args;
+  bool needSend = false, needRecv = false;
+};
 struct GroupState {
   int depth = 0;
   std::vector<PendingCall> calls;
   Status error;  // first error recorded inside the group
+  CheckMemo memo;
 };
 GroupState& threadGroup();
 

@@ -26,7 +26,8 @@ bool transportAllowed(const std::string& spec, const std::string& name) {
   size_t pos = 0;
   while (pos <= list.size()) {
     size_t comma = list.find(',', pos);
-    std::string tok = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    std::string tok =
+        list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     if (tok == name) listed = true;
     if (comma == std::string::npos) break;
     pos = comma + 1;
@@ -157,10 +158,10 @@ Status Comm::setUpTransports() {
       }
     }
     if (transportNames_[p].empty())
-      return invalidUsage(strFormat("no transport reaches rank %d (%s) from rank %d with "
-                                    "WEFT_TRANSPORTS=%s",
-                                    p, peers_[p].hostname.c_str(), rank_,
-                                    cfg_.transports.c_str()));
+      return invalidUsage(
+          strFormat("no transport reaches rank %d (%s) from rank %d with "
+                    "WEFT_TRANSPORTS=%s",
+                    p, peers_[p].hostname.c_str(), rank_, cfg_.transports.c_str()));
   }
   // Publish every used transport's address in one allgather.
   std::string blob;
@@ -192,7 +193,8 @@ Status Comm::setUpTransports() {
     }
     if (!users[t].empty()) {
       Status st = cands[t]->connect(users[t], blobs, &eps_);
-      if (st.isError()) return st.withContext(strFormat("rank %d: %s connect", rank_, cands[t]->name()));
+      if (st.isError())
+        return st.withContext(strFormat("rank %d: %s connect", rank_, cands[t]->name()));
       transports_.push_back(std::move(cands[t]));
     }
   }
@@ -252,19 +254,23 @@ void Comm::setUpSelection() {
     }
   }
   if (rank_ == 0 && logEnabled(LogLevel::Info, kTuning))
-    WEFT_INFO(kTuning, "algorithm selection (%d ranks, %d hosts, arena %s):\n%s", nranks_,
-              m.nhosts, arena_ ? "on" : "off", tuningTable(m, &rules_).c_str());
+    WEFT_INFO(kTuning, "algorithm selection (%d ranks, %d hosts, arena %s):\n%s", nranks_, m.nhosts,
+              arena_ ? "on" : "off", tuningTable(m, &rules_).c_str());
 }
 
-Choice Comm::chooseAlgo(const CollArgs& args) {
-  if (args.type == CollType::Send || args.type == CollType::Recv) return Choice();
-  CachedChoice& c = choices_[(static_cast<size_t>(args.type) * 31 + args.count * 7 + args.eltSize) % 64];
-  if (c.type == args.type && c.count == args.count && c.eltSize == args.eltSize) return c.choice;
-  c.type = args.type;
-  c.count = args.count;
-  c.eltSize = args.eltSize;
-  c.choice = choose(args, model_, &rules_);
-  if (c.choice.algo == Algo::Shm && !arena_) c.choice.algo = Algo::Auto;
+const Choice& Comm::chooseAlgoSlow(const CollArgs& args) {
+  static const Choice kNone;
+  if (args.type == CollType::Send || args.type == CollType::Recv) return kNone;
+  CachedChoice& c =
+      choices_[(static_cast<size_t>(args.type) * 31 + args.count * 7 + args.eltSize) % 64];
+  if (c.type != args.type || c.count != args.count || c.eltSize != args.eltSize) {
+    c.type = args.type;
+    c.count = args.count;
+    c.eltSize = args.eltSize;
+    c.choice = choose(args, model_, &rules_);
+    if (c.choice.algo == Algo::Shm && !arena_) c.choice.algo = Algo::Auto;
+  }
+  lastChoice_ = c;
   return c.choice;
 }
 
@@ -272,10 +278,9 @@ Status Comm::runNow(const CollArgs& args, weft_datatype_t dt, const void* send, 
                     uint64_t callNs) {
   // One lock from the arena check to the first progress round: a small
   // collective took it three times.
-  std::unique_lock<std::mutex> lk(mu);
+  std::unique_lock<Mutex> lk(mu);
   if (closed_) return Status(WEFT_ERR_ABORTED, "communicator was aborted");
-  if (arena_ && !engine_->busy() && engine_->error().isOk() &&
-      chooseAlgo(args).algo == Algo::Shm) {
+  if (arena_ && !engine_->busy() && engine_->error().isOk() && chooseAlgo(args).algo == Algo::Shm) {
     ArenaOp op(arena_, args, dt, send, recv, ++collSeq_);
     telemetry::OpRecord rec;
     if (telemetry::Telemetry* t = tel()) {
@@ -379,12 +384,12 @@ Status Comm::enqueue(const CollArgs& args, weft_datatype_t dt, const void* send,
 }
 
 bool Comm::progressOnce() {
-  std::lock_guard<std::mutex> lk(mu);
+  std::lock_guard<Mutex> lk(mu);
   return engine_ && engine_->progress();
 }
 
-Status Comm::waitFor(const std::shared_ptr<OpTracker>& tracker, std::unique_lock<std::mutex>* held) {
-  std::unique_lock<std::mutex> lk(mu, std::defer_lock);
+Status Comm::waitFor(const std::shared_ptr<OpTracker>& tracker, std::unique_lock<Mutex>* held) {
+  std::unique_lock<Mutex> lk(mu, std::defer_lock);
   if (held) lk = std::move(*held);
   int idle = 0;
   for (;;) {
@@ -399,14 +404,14 @@ Status Comm::waitFor(const std::shared_ptr<OpTracker>& tracker, std::unique_lock
 }
 
 void Comm::kickProgressThread() {
-  std::lock_guard<std::mutex> lk(mu);
+  std::lock_guard<Mutex> lk(mu);
   if (!progressThread_.joinable() && !stopThread_)
     progressThread_ = std::thread([this] { progressLoop(); });
   progressCv_.notify_one();
 }
 
 void Comm::progressLoop() {
-  std::unique_lock<std::mutex> lk(mu);
+  std::unique_lock<Mutex> lk(mu);
   useDeviceOnThisThread();
   int idle = 0;
   while (!stopThread_) {
@@ -423,7 +428,7 @@ void Comm::progressLoop() {
 }
 
 Status Comm::asyncError() {
-  std::lock_guard<std::mutex> lk(mu);
+  std::lock_guard<Mutex> lk(mu);
   if (closed_) return Status(WEFT_ERR_ABORTED, "communicator was aborted");
   if (!engine_) return Status();
   if (engine_->error().isError()) return engine_->error();
@@ -438,7 +443,7 @@ Status Comm::finalize() {
     int idle = 0;
     for (;;) {
       {
-        std::lock_guard<std::mutex> lk(mu);
+        std::lock_guard<Mutex> lk(mu);
         if (!engine_->busy()) break;
         idle = engine_->progress() ? 0 : idle + 1;
       }
@@ -456,9 +461,10 @@ Status Comm::finalize() {
 void Comm::abort() {
   aborting_ = true;
   {
-    std::lock_guard<std::mutex> lk(mu);
+    std::lock_guard<Mutex> lk(mu);
     stopThread_ = true;
-    if (engine_ && engine_->busy()) engine_->fail(Status(WEFT_ERR_ABORTED, "communicator was aborted"));
+    if (engine_ && engine_->busy())
+      engine_->fail(Status(WEFT_ERR_ABORTED, "communicator was aborted"));
     for (auto& t : transports_) t->shutdown();
     if (devTransport_) devTransport_->shutdown();
     if (boot_) boot_->shutdown();

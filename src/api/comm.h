@@ -17,6 +17,7 @@
 #include "algo/algo_rules.h"
 #include "algo/select.h"
 #include "bootstrap/bootstrap.h"
+#include "core/mutex.h"
 #include "cuda/device_path.h"
 #include "exec/engine.h"
 #include "telemetry/telemetry.h"
@@ -59,7 +60,7 @@ class Comm {
   // Runs the engine until the tracker's ops are done. `held`: this thread's
   // lock of mu, taken over (the first round runs without unlocking).
   Status waitFor(const std::shared_ptr<OpTracker>& tracker,
-                 std::unique_lock<std::mutex>* held = nullptr);
+                 std::unique_lock<Mutex>* held = nullptr);
   // Wakes (starting if needed) the background progress thread.
   void kickProgressThread();
   // Finishes pending work (bounded), then closes everything.
@@ -73,7 +74,7 @@ class Comm {
   bool keepOffArena(const OpTracker& t) const;
   std::string lastDevicePath;  // the last decision logged (stream_calls.cc), under `mu`
 
-  std::mutex mu;
+  Mutex mu;
   std::string lastError;  // of the API calls on this comm
 
  private:
@@ -85,7 +86,14 @@ class Comm {
   void logInit() const;
   // The algorithm and chunk size for `args` (WEFT_ALGO, else the cost
   // model); remembered per (collective, count, element size).
-  Choice chooseAlgo(const CollArgs& args);
+  const Choice& chooseAlgo(const CollArgs& args) {
+    // The last answer first: a loop of one collective then skips the hash.
+    if (lastChoice_.type == args.type && lastChoice_.count == args.count &&
+        lastChoice_.eltSize == args.eltSize)
+      return lastChoice_.choice;
+    return chooseAlgoSlow(args);
+  }
+  const Choice& chooseAlgoSlow(const CollArgs& args);
   void setUpSelection();
   void progressLoop();
   // Telemetry (comm_telemetry.cc): created after the transports; the board
@@ -103,8 +111,8 @@ class Comm {
   // The progress thread's CUDA calls go to the comm's device (device path only).
   void useDeviceOnThisThread() const;
   // Fills `r` for a new op and starts its clock (entry).
-  void startRecord(telemetry::OpRecord& r, const CollArgs& args, weft_datatype_t dt,
-                   uint64_t seq, const char* algo, uint64_t callNs = 0);
+  void startRecord(telemetry::OpRecord& r, const CollArgs& args, weft_datatype_t dt, uint64_t seq,
+                   const char* algo, uint64_t callNs = 0);
   telemetry::Telemetry* tel() const { return tel_ && tel_->on() ? tel_.get() : nullptr; }
 
   int rank_ = 0, nranks_ = 1;
@@ -122,13 +130,13 @@ class Comm {
   std::unique_ptr<LocalWork> devLocal_;
   std::string devWhy_;  // the decision, for the INIT log ("" = never considered)
   bool ipcAllowed_ = false;
-  int devDevice_ = -1;  // the device current when the device path was set up
+  int devDevice_ = -1;           // the device current when the device path was set up
   shm::Arena* arena_ = nullptr;  // all ranks on this host: the shm arena
   std::unique_ptr<telemetry::Telemetry> tel_;
-  int shmTx_ = 0;  // telemetry's index of the shm transport
+  int shmTx_ = 0;                    // telemetry's index of the shm transport
   std::vector<int64_t> clockDelta_;  // by rank: its realtime - monotonic clock, ns
   CostModel model_;
-  topo::CommTopology topo_;  // the View: ring order, path class per peer
+  topo::CommTopology topo_;   // the View: ring order, path class per peer
   std::vector<int> hostIds_;  // host index of each rank (BuildParams::hosts)
   // Recently built schedules (Comm::enqueue), under mu.
   struct SchedEntry {
@@ -148,12 +156,13 @@ class Comm {
     Choice choice;
   };
   CachedChoice choices_[64];
+  CachedChoice lastChoice_;  // the last one chooseAlgo returned
   uint64_t collSeq_ = 0;
   std::atomic<bool> closed_{false};
   std::atomic<bool> aborting_{false};  // set by abort() before it takes `mu`
 
   std::thread progressThread_;
-  std::condition_variable progressCv_;
+  std::condition_variable_any progressCv_;
   bool stopThread_ = false;
   int asyncPending_ = 0;
 };

@@ -17,11 +17,12 @@ std::unordered_set<weft_comm_t>& registry() {
   return s;
 }
 thread_local std::string tlsLastError;
-// Bumped by every change to the registry: a thread's cached lookup (below)
-// is good while it has not moved.
-std::atomic<uint64_t> gRegistryGen{1};
 
 }  // namespace
+
+// Bumped by every change to the registry: a thread's cached lookup (below)
+// and its checked call (CheckMemo) are good while it has not moved.
+std::atomic<uint64_t> gRegistryGen{1};
 
 void registerComm(weft_comm_t c) {
   std::lock_guard<std::mutex> lk(registryMu());
@@ -107,16 +108,26 @@ weft_result_t weft_get_version(int* version) {
 
 const char* weft_get_error_string(weft_result_t r) {
   switch (r) {
-    case WEFT_SUCCESS: return "success";
-    case WEFT_ERR_INVALID_ARGUMENT: return "invalid argument";
-    case WEFT_ERR_INVALID_USAGE: return "invalid usage";
-    case WEFT_ERR_SYSTEM: return "system error";
-    case WEFT_ERR_INTERNAL: return "internal error";
-    case WEFT_ERR_REMOTE: return "remote peer failed";
-    case WEFT_ERR_TIMEOUT: return "timed out";
-    case WEFT_ERR_CUDA: return "CUDA error";
-    case WEFT_ERR_ABORTED: return "aborted";
-    case WEFT_IN_PROGRESS: return "in progress";
+    case WEFT_SUCCESS:
+      return "success";
+    case WEFT_ERR_INVALID_ARGUMENT:
+      return "invalid argument";
+    case WEFT_ERR_INVALID_USAGE:
+      return "invalid usage";
+    case WEFT_ERR_SYSTEM:
+      return "system error";
+    case WEFT_ERR_INTERNAL:
+      return "internal error";
+    case WEFT_ERR_REMOTE:
+      return "remote peer failed";
+    case WEFT_ERR_TIMEOUT:
+      return "timed out";
+    case WEFT_ERR_CUDA:
+      return "CUDA error";
+    case WEFT_ERR_ABORTED:
+      return "aborted";
+    case WEFT_IN_PROGRESS:
+      return "in progress";
   }
   return "unknown result code";
 }

@@ -38,7 +38,7 @@ Status issueCalls(std::vector<PendingCall>& calls, bool wait,
   }
   for (PendingCall& pc : calls) {
     if (std::find(comms.begin(), comms.end(), pc.comm) == comms.end()) comms.push_back(pc.comm);
-    std::lock_guard<std::mutex> lk(pc.comm->mu);
+    std::lock_guard<Mutex> lk(pc.comm->mu);
     Status st = pc.comm->enqueue(pc.args, pc.dtype, pc.send, pc.recv, tracker, pc.stageSend);
     if (st.isError()) return st;
   }

@@ -71,7 +71,7 @@ bool chooseDirect(const std::vector<PendingCall>& calls) {
   bool direct = true;
   for (const PendingCall& pc : calls) {
     cuda::DevicePathFacts f;
-    std::lock_guard<std::mutex> lk(pc.comm->mu);
+    std::lock_guard<Mutex> lk(pc.comm->mu);
     pc.comm->devicePathFacts(&f);
     f.bufs = pc.bufs;
     f.nbufs = pc.nbufs;
@@ -191,7 +191,7 @@ Status issueStreamCalls(std::vector<PendingCall>& calls, std::shared_ptr<OpTrack
   for (Unit& u : units) {
     for (size_t i = 0; i < u.calls.size() && issued.isOk(); ++i) {
       PendingCall& pc = u.calls[i];
-      std::lock_guard<std::mutex> lk(pc.comm->mu);
+      std::lock_guard<Mutex> lk(pc.comm->mu);
       issued = pc.comm->enqueue(pc.args, pc.dtype, u.sends[i], u.recvs[i], u.tracker);
     }
   }

@@ -571,12 +571,7 @@ Status ArenaOp::runRing(double timeoutS, const std::atomic<bool>* cancel) {
   return Status::ok();
 }
 
-Status ArenaOp::run(double timeoutS, const std::atomic<bool>* cancel) {
-  if (round_ == 0 && stage_ == 0 && !timed_) {
-    if (oneShot_ && args_.type == CollType::AllReduce && rounds_ == 1 && recv_)
-      return runOneShot(timeoutS, cancel);
-    if (ring_) return runRing(timeoutS, cancel);
-  }
+Status ArenaOp::runRounds(double timeoutS, const std::atomic<bool>* cancel) {
   for (;;) {
     Status st;
     bool moved = false;

@@ -79,7 +79,14 @@ class ArenaOp : public OpRunner {
   void waitingFor(std::vector<int>* ranks) const override;
   // Runs to the end on the calling thread, waiting on the arena (bounded by
   // timeoutS without progress; *cancel set by another thread aborts it).
-  Status run(double timeoutS, const std::atomic<bool>* cancel);
+  Status run(double timeoutS, const std::atomic<bool>* cancel) {
+    if (round_ == 0 && stage_ == 0 && !timed_) {
+      if (ring_) return runRing(timeoutS, cancel);
+      if (oneShot_ && args_.type == CollType::AllReduce && rounds_ == 1 && recv_)
+        return runOneShot(timeoutS, cancel);
+    }
+    return runRounds(timeoutS, cancel);
+  }
 
   // Where to record arrival, local work and stalls (the op's record; both
   // outlive the op). Without it, nothing is recorded.
@@ -97,6 +104,8 @@ class ArenaOp : public OpRunner {
   static size_t oneShotLimit(int nranks, size_t chunk);
 
  private:
+  // run() through progress()'s stage machine.
+  Status runRounds(double timeoutS, const std::atomic<bool>* cancel);
   void phaseA(size_t j, int par);
   Status phaseB(size_t j, int par);
   void phaseC(size_t j, int par);

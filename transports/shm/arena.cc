@@ -84,10 +84,10 @@ Status Arena::readFrom(int r, uint64_t remote, void* dst, size_t n) const {
     ssize_t k = process_vm_readv(pid, &local, 1, &far, 1, 0);
     if (k <= 0) {
       if (k < 0 && errno == EINTR) continue;
-      return Status(WEFT_ERR_SYSTEM,
-                    strFormat("rank %d: reading %zu bytes of %s's memory (process_vm_readv): %s",
-                              rank_, n - done, describe_[r].c_str(),
-                              k < 0 ? strerror(errno) : "nothing read"));
+      return Status(
+          WEFT_ERR_SYSTEM,
+          strFormat("rank %d: reading %zu bytes of %s's memory (process_vm_readv): %s", rank_,
+                    n - done, describe_[r].c_str(), k < 0 ? strerror(errno) : "nothing read"));
     }
     done += static_cast<size_t>(k);
   }
@@ -108,7 +108,7 @@ void Arena::wakeIfSleeping(int r) {
   futexWakeAll(&h->bell);
 }
 
-bool Arena::reached(uint64_t v, int* lagging, int only) const {
+bool Arena::reachedSlow(uint64_t v, int* lagging, int only) const {
   const int li = lineOf(v);
   const int lo = only < 0 ? 0 : only, hi = only < 0 ? nranks_ : only + 1;
   for (int r = lo; r < hi; ++r) {
@@ -125,6 +125,7 @@ bool Arena::reached(uint64_t v, int* lagging, int only) const {
       return false;
     }
   }
+  if (only < 0) minSeen_ = *std::min_element(seen_.begin(), seen_.end());
   return true;
 }
 

@@ -150,7 +150,12 @@ class Arena {
   void publish(uint64_t flag);
   // True when every rank's flag (only rank `only`'s when >= 0) is >= v;
   // else *lagging is a rank behind.
-  bool reached(uint64_t v, int* lagging, int only = -1) const;
+  bool reached(uint64_t v, int* lagging, int only = -1) const {
+    // Every rank was seen past v already (a broadcast root's gate, 16
+    // rounds behind, nearly always is): no line to read.
+    if (only < 0 && v <= minSeen_) return true;
+    return reachedSlow(v, lagging, only);
+  }
   // Appends the ranks (of all, or just `only`) whose flag is below v.
   void behind(uint64_t v, std::vector<int>* ranks, int only = -1) const {
     for (int r = 0; r < nranks_; ++r)
@@ -201,7 +206,9 @@ class Arena {
   uint64_t nextRound_ = 1;
   SpinBudget spin_;
   bool oversubscribed_;
+  bool reachedSlow(uint64_t v, int* lagging, int only) const;
   mutable std::vector<uint64_t> seen_;  // highest seq reached() has read per rank
+  mutable uint64_t minSeen_ = 0;        // the least of seen_ after reached()'s last full pass
   size_t directMin_ = 0;
 };
 
