@@ -60,6 +60,57 @@ TEST_CASE("errors: bad arguments are refused and no buffer is written", "[errors
   CHECK(weft_allreduce(nullptr, nullptr, 0, WEFT_FLOAT32, WEFT_SUM, c, nullptr) == WEFT_SUCCESS);
 }
 
+TEST_CASE("errors: a call that repeats a good one is still checked in every argument", "[errors]") {
+  // The API keeps the last good call's checked arguments (CheckMemo): a
+  // call that differs in any one of them must be checked again.
+  OneRank one;
+  weft_comm_t c = one.comm;
+  float send[8], recv[8];
+  for (int i = 0; i < 8; ++i) send[i] = recv[i] = 1.0f + i;
+  auto good = [&] {
+    REQUIRE(weft_broadcast(send, recv, 8, WEFT_FLOAT32, 0, c, nullptr) == WEFT_SUCCESS);
+    REQUIRE(weft_broadcast(send, recv, 8, WEFT_FLOAT32, 0, c, nullptr) == WEFT_SUCCESS);
+    for (int i = 0; i < 8; ++i) recv[i] = 42.0f;
+  };
+  good();
+  expectError(weft_broadcast(send, recv, 8, WEFT_FLOAT32, 1, c, nullptr), WEFT_ERR_INVALID_ARGUMENT,
+              c, "root 1");
+  good();
+  expectError(weft_broadcast(nullptr, recv, 8, WEFT_FLOAT32, 0, c, nullptr),
+              WEFT_ERR_INVALID_ARGUMENT, c, "sendbuf is NULL");
+  good();
+  expectError(weft_broadcast(send, nullptr, 8, WEFT_FLOAT32, 0, c, nullptr),
+              WEFT_ERR_INVALID_ARGUMENT, c, "recvbuf is NULL");
+  good();
+  expectError(weft_broadcast(send, recv, 8, static_cast<weft_datatype_t>(99), 0, c, nullptr),
+              WEFT_ERR_INVALID_ARGUMENT, c, "datatype 99");
+  good();
+  expectError(weft_broadcast(send, send + 1, 4, WEFT_FLOAT32, 0, c, nullptr),
+              WEFT_ERR_INVALID_ARGUMENT, c, "overlap");
+  good();
+  expectError(weft_broadcast(send, recv, SIZE_MAX / 2, WEFT_FLOAT32, 0, c, nullptr),
+              WEFT_ERR_INVALID_ARGUMENT, c, "too large");
+  good();
+  // Same arguments, another collective: allreduce checks its op.
+  expectError(weft_allreduce(send, recv, 8, WEFT_FLOAT32, static_cast<weft_op_t>(9), c, nullptr),
+              WEFT_ERR_INVALID_ARGUMENT, c, "op 9");
+  for (int i = 0; i < 8; ++i) CHECK(recv[i] == 42.0f);
+  // The same good call on a communicator created after this one is gone
+  // (it may get the same address) runs on the new one.
+  weft_comm_t d = nullptr;
+  REQUIRE(weft_comm_init_all(&d, 1) == WEFT_SUCCESS);
+  REQUIRE(weft_broadcast(send, recv, 8, WEFT_FLOAT32, 0, d, nullptr) == WEFT_SUCCESS);
+  REQUIRE(weft_comm_destroy(d) == WEFT_SUCCESS);
+  expectError(weft_broadcast(send, recv, 8, WEFT_FLOAT32, 0, d, nullptr), WEFT_ERR_INVALID_ARGUMENT,
+              nullptr, "not a live communicator");
+  weft_comm_t e = nullptr;
+  REQUIRE(weft_comm_init_all(&e, 1) == WEFT_SUCCESS);
+  for (int i = 0; i < 8; ++i) recv[i] = 0.0f;
+  CHECK(weft_broadcast(send, recv, 8, WEFT_FLOAT32, 0, e, nullptr) == WEFT_SUCCESS);
+  for (int i = 0; i < 8; ++i) CHECK(recv[i] == send[i]);
+  CHECK(weft_comm_destroy(e) == WEFT_SUCCESS);
+}
+
 TEST_CASE("errors: bad communicator arguments", "[errors]") {
   weft_unique_id_t id;
   REQUIRE(weft_get_unique_id(&id) == WEFT_SUCCESS);
