@@ -282,13 +282,11 @@ Status Comm::runNow(const CollArgs& args, weft_datatype_t dt, const void* send, 
   if (closed_) return Status(WEFT_ERR_ABORTED, "communicator was aborted");
   if (arena_ && !engine_->busy() && engine_->error().isOk() && chooseAlgo(args).algo == Algo::Shm) {
     ArenaOp op(arena_, args, dt, send, recv, ++collSeq_);
-    telemetry::OpRecord rec;
-    if (telemetry::Telemetry* t = tel()) {
-      startRecord(rec, args, dt, collSeq_, "shm", callNs);
-      op.setTelemetry(t, &rec, shmTx_);
-    }
+    telemetry::Telemetry* t = tel();
+    telemetry::OpRecord* rec = t ? &openArenaRecord(args, dt, collSeq_, callNs) : nullptr;
+    if (rec) op.setTelemetry(t, rec, shmTx_);
     Status st = op.run(cfg_.timeoutS, &aborting_);
-    if (rec.entryNs) tel_->end(rec, st.code(), nowNs());
+    if (rec) t->end(*rec, st.code(), nowNs());
     if (st.isError()) engine_->fail(st);
     return st;
   }

@@ -113,7 +113,19 @@ class Comm {
   // Fills `r` for a new op and starts its clock (entry).
   void startRecord(telemetry::OpRecord& r, const CollArgs& args, weft_datatype_t dt, uint64_t seq,
                    const char* algo, uint64_t callNs = 0);
+  // The same for a blocking arena op: its record opens in the flight
+  // recorder's ring (Telemetry::openInRing), what it is copied from the
+  // last op of its shape.
+  telemetry::OpRecord& openArenaRecord(const CollArgs& args, weft_datatype_t dt, uint64_t seq,
+                                       uint64_t callNs);
+  // What the op is: type, datatype, op, root, count, bytes, algorithm.
+  void describeRecord(telemetry::OpRecord& r, const CollArgs& args, weft_datatype_t dt,
+                      const char* algo) const;
   telemetry::Telemetry* tel() const { return tel_ && tel_->on() ? tel_.get() : nullptr; }
+  // openArenaRecord's last shape.
+  CollArgs shapeArgs_;
+  weft_datatype_t shapeDt_ = WEFT_NUM_DATATYPES;
+  telemetry::OpRecord shapeRec_;
 
   int rank_ = 0, nranks_ = 1;
   Config cfg_;

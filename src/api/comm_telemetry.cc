@@ -50,7 +50,31 @@ void Comm::setUpTelemetry() {
 
 void Comm::startRecord(telemetry::OpRecord& r, const CollArgs& args, weft_datatype_t dt,
                        uint64_t seq, const char* algo, uint64_t callNs) {
+  describeRecord(r, args, dt, algo);
   r.seq = seq;
+  tel_->begin(r, callNs ? callNs : nowNs());
+}
+
+telemetry::OpRecord& Comm::openArenaRecord(const CollArgs& args, weft_datatype_t dt, uint64_t seq,
+                                           uint64_t callNs) {
+  // What the op is, kept for the next call of the same shape (a training
+  // loop's, a benchmark's): then only copied.
+  if (shapeDt_ != dt || shapeArgs_.type != args.type || shapeArgs_.count != args.count ||
+      shapeArgs_.eltSize != args.eltSize || shapeArgs_.op != args.op ||
+      shapeArgs_.root != args.root || shapeArgs_.peer != args.peer) {
+    shapeRec_ = telemetry::OpRecord();
+    describeRecord(shapeRec_, args, dt, "shm");
+    shapeArgs_ = args;
+    shapeDt_ = dt;
+  }
+  telemetry::OpRecord& r = tel_->openInRing(shapeRec_);
+  r.seq = seq;
+  tel_->begin(r, callNs ? callNs : nowNs());
+  return r;
+}
+
+void Comm::describeRecord(telemetry::OpRecord& r, const CollArgs& args, weft_datatype_t dt,
+                          const char* algo) const {
   r.type = static_cast<uint8_t>(args.type);
   r.dtype = static_cast<uint8_t>(dt);
   r.op = static_cast<uint8_t>(args.op);
@@ -61,13 +85,18 @@ void Comm::startRecord(telemetry::OpRecord& r, const CollArgs& args, weft_dataty
   switch (args.type) {
     case CollType::AllGather:
     case CollType::ReduceScatter:
-    case CollType::AllToAll: r.bytes = blk * static_cast<uint64_t>(nranks_); break;
-    case CollType::Barrier: r.bytes = 0; break;
-    default: r.bytes = blk; break;
+    case CollType::AllToAll:
+      r.bytes = blk * static_cast<uint64_t>(nranks_);
+      break;
+    case CollType::Barrier:
+      r.bytes = 0;
+      break;
+    default:
+      r.bytes = blk;
+      break;
   }
   r.algo = p2p ? "p2p" : algo;
   r.timeWork = r.bytes >= telemetry::kTimedWorkBytes || tel_->wantSpans();
-  tel_->begin(r, callNs ? callNs : nowNs());
 }
 
 }  // namespace weft

@@ -1,6 +1,5 @@
 #include "telemetry/telemetry.h"
 
-
 #include <time.h>
 #include <unistd.h>
 
@@ -51,11 +50,14 @@ double busFactor(uint8_t type, int n) {
   if (n <= 1) return 1.0;
   const double dn = n;
   switch (static_cast<CollType>(type)) {
-    case CollType::AllReduce: return 2.0 * (dn - 1) / dn;
+    case CollType::AllReduce:
+      return 2.0 * (dn - 1) / dn;
     case CollType::AllGather:
     case CollType::ReduceScatter:
-    case CollType::AllToAll: return (dn - 1) / dn;
-    default: return 1.0;
+    case CollType::AllToAll:
+      return (dn - 1) / dn;
+    default:
+      return 1.0;
   }
 }
 
@@ -63,7 +65,8 @@ int64_t realtimeMinusMonotonicNs() {
   timespec rt, mono;
   clock_gettime(CLOCK_MONOTONIC, &mono);
   clock_gettime(CLOCK_REALTIME, &rt);
-  return (static_cast<int64_t>(rt.tv_sec) - mono.tv_sec) * 1000000000ll + (rt.tv_nsec - mono.tv_nsec);
+  return (static_cast<int64_t>(rt.tv_sec) - mono.tv_sec) * 1000000000ll +
+         (rt.tv_nsec - mono.tv_nsec);
 }
 
 std::string expandRankPath(const std::string& pattern, int rank) {
@@ -93,8 +96,8 @@ Telemetry::Telemetry(const Setup& s)
   if (!on_) return;
   if (!s_.config.timelinePath.empty()) {
     timeline_.reset(new Timeline());
-    Status st = timeline_->open(expandRankPath(s_.config.timelinePath, s_.rank), s_.rank,
-                                s_.commId, s_.hostnames.empty() ? "" : s_.hostnames[s_.rank]);
+    Status st = timeline_->open(expandRankPath(s_.config.timelinePath, s_.rank), s_.rank, s_.commId,
+                                s_.hostnames.empty() ? "" : s_.hostnames[s_.rank]);
     if (st.isError()) {
       WEFT_WARN(kTelemetry, "%s", st.message().c_str());
       timeline_.reset();
@@ -122,10 +125,9 @@ Status Telemetry::openBoard() {
   }
   if (local < 2) return Status();  // nobody here to see it
   board_.reset(new Board());
-  std::string name = strFormat("/weft-board-%016llx-%d",
-                               static_cast<unsigned long long>(
-                                   (s_.secret * 0x9e3779b97f4a7c15ull) ^ s_.commId),
-                               leader);
+  std::string name = strFormat(
+      "/weft-board-%016llx-%d",
+      static_cast<unsigned long long>((s_.secret * 0x9e3779b97f4a7c15ull) ^ s_.commId), leader);
   Status st = board_->map(name, s_.nranks, leader == s_.rank, s_.config.bootstrapTimeoutS);
   if (st.isError()) {
     WEFT_WARN(kTelemetry, "stall reports will not see this host's other ranks: %s",
@@ -139,22 +141,6 @@ Status Telemetry::openBoard() {
 
 void Telemetry::unlinkBoard() {
   if (board_) board_->unlink();
-}
-
-void Telemetry::begin(OpRecord& r, uint64_t now) {
-  r.entryNs = now;
-  r.stamp = makeStamp(toGlobal(now), s_.rank);
-  r.gapNs = lastEndNs_ && now > lastEndNs_ ? now - lastEndNs_ : 0;
-  if (!firstEntryNs_) firstEntryNs_ = now;
-  if (board_ && r.seq) {
-    BoardLine& l = board_->line(s_.rank);
-    l.entryNs = now;
-    l.count = r.count;
-    l.type = r.type;
-    l.dtype = r.dtype;
-    l.op = r.op;
-    l.enteredSeq.store(r.seq, std::memory_order_release);
-  }
 }
 
 void Telemetry::end(OpRecord& r, int status, uint64_t now) {
@@ -178,8 +164,10 @@ void Telemetry::end(OpRecord& r, int status, uint64_t now) {
   // The record without its unused spans (most ops have none): a whole
   // record is some 350 bytes, a good part of a small collective's budget.
   OpRecord& slot = ring_[ringNext_];
-  memcpy(static_cast<void*>(&slot), &r, offsetof(OpRecord, spans));
-  for (uint8_t i = 0; i < r.nspans; ++i) slot.spans[i] = r.spans[i];
+  if (&slot != &r) {  // not opened in place (openInRing)
+    memcpy(static_cast<void*>(&slot), &r, offsetof(OpRecord, spans));
+    for (uint8_t i = 0; i < r.nspans; ++i) slot.spans[i] = r.spans[i];
+  }
   if (++ringNext_ == ring_.size()) ringNext_ = 0;
   ringCount_ = std::min(ringCount_ + 1, ring_.size());
   account(r);
@@ -253,9 +241,10 @@ std::string Telemetry::whoIsMissing(uint64_t seq, uint64_t now) const {
     if (!entered) {
       out += strFormat("rank %d (pid %d) has not entered any collective yet", r, s_.pids[r]);
     } else if (done >= entered) {
-      out += strFormat("rank %d (pid %d) has not entered it: its last call, %s, finished %.1f s ago",
-                       r, s_.pids[r], describeRecord(last).c_str(),
-                       now > l.endNs ? static_cast<double>(now - l.endNs) * 1e-9 : 0.0);
+      out +=
+          strFormat("rank %d (pid %d) has not entered it: its last call, %s, finished %.1f s ago",
+                    r, s_.pids[r], describeRecord(last).c_str(),
+                    now > l.endNs ? static_cast<double>(now - l.endNs) * 1e-9 : 0.0);
     } else {
       out += strFormat("rank %d (pid %d) has not entered it: it is still in %s, entered %.1f s ago",
                        r, s_.pids[r], describeRecord(last).c_str(),

@@ -14,19 +14,21 @@
 // Threads: called by whoever drives the comm's engine, under the comm's lock.
 #pragma once
 
+#include <cstddef>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/config.h"
 #include "core/status.h"
+#include "telemetry/board.h"
 #include "telemetry/record.h"
 #include "telemetry/stamp.h"
 
 namespace weft {
 namespace telemetry {
 
-class Board;
 class Timeline;
 
 struct Setup {
@@ -78,9 +80,36 @@ class Telemetry {
   void unlinkBoard();
 
   // An op starts: fills entryNs (now), gapNs, and this rank's stamp.
-  void begin(OpRecord& r, uint64_t nowNs);
+  // Inline: every op calls it.
+  void begin(OpRecord& r, uint64_t now) {
+    r.entryNs = now;
+    r.stamp = makeStamp(toGlobal(now), s_.rank);
+    r.gapNs = lastEndNs_ && now > lastEndNs_ ? now - lastEndNs_ : 0;
+    if (!firstEntryNs_) firstEntryNs_ = now;
+    if (board_ && r.seq) {
+      BoardLine& l = board_->line(s_.rank);
+      l.entryNs = now;
+      l.count = r.count;
+      l.type = r.type;
+      l.dtype = r.dtype;
+      l.op = r.op;
+      l.enteredSeq.store(r.seq, std::memory_order_release);
+    }
+  }
   // It ended with `st`: resolves the arrival from the stamp, files it.
   void end(OpRecord& r, int status, uint64_t nowNs);
+  // The next slot of the flight recorder's ring, holding a copy of `shape`
+  // (the fields that say what the op is), for an op that ends before the
+  // next one opens (a blocking arena op): end() then files it where it is
+  // instead of copying it there. recent() does not see it until then.
+  OpRecord& openInRing(const OpRecord& shape) {
+    // The slot's old record goes now rather than at end(), so that recent()
+    // never shows the op half written.
+    if (ringCount_ == ring_.size()) --ringCount_;
+    OpRecord& slot = ring_[ringNext_];
+    memcpy(static_cast<void*>(&slot), &shape, offsetof(OpRecord, spans));
+    return slot;
+  }
 
   // Called while `r` has been pending for a while (the engine's and the
   // arena's waits call it about once a second): after WEFT_STALL_WARN_S,
@@ -116,8 +145,8 @@ class Telemetry {
   uint64_t lastEndNs_ = 0;
   uint64_t firstEntryNs_ = 0;
   uint64_t opsDone_ = 0, opsFailed_ = 0, gapNs_ = 0, waitNs_ = 0, busyNs_ = 0;
-  std::vector<Agg> agg_;                // [type * kSizeClasses + class]
-  std::vector<uint64_t> waitedForNs_;   // by the rank this one waited for
+  std::vector<Agg> agg_;               // [type * kSizeClasses + class]
+  std::vector<uint64_t> waitedForNs_;  // by the rank this one waited for
   std::vector<uint64_t> waitedForOps_;
   std::vector<OpRecord> ring_;
   size_t ringNext_ = 0, ringCount_ = 0;

@@ -86,11 +86,49 @@ TEST_CASE("telemetry: waits are charged to the last rank to arrive", "[telemetry
   CHECK(j.find("\"ops\": 2,") != std::string::npos);
   CHECK(j.find("\"gap_ns\": 10000000,") != std::string::npos);
   // 1005000000 is a multiple of 64 ns, so the stamp keeps it exactly.
-  CHECK(j.find("\"waited_for\": [{\"rank\": 2, \"ns\": 5000000, \"ops\": 1}]") != std::string::npos);
+  CHECK(j.find("\"waited_for\": [{\"rank\": 2, \"ns\": 5000000, \"ops\": 1}]") !=
+        std::string::npos);
   CHECK(j.find("\"coll\": \"allreduce\", \"size\": \"64K-1M\", \"ops\": 2") != std::string::npos);
   CHECK(j.find("\"link_GBs\": 4.000") != std::string::npos);
   std::remove((std::string(dir) + "/s0.json").c_str());
   rmdir(dir);
+}
+
+TEST_CASE(
+    "telemetry: records opened in the ring are filed in place, and recent() never shows one half "
+    "done",
+    "[telemetry]") {
+  Setup s = setup(0, 2, 8);
+  Telemetry t(s);
+  const OpRecord shape = allreduce(0, 4096);
+  uint64_t now = 1000000;
+  // More ops than the ring holds (64), alternating the two ways of filing.
+  for (uint64_t seq = 1; seq <= 150; ++seq) {
+    if (seq % 3) {
+      OpRecord& r = t.openInRing(shape);
+      r.seq = seq;
+      t.begin(r, now);
+      // While it runs, recent() shows the ops before it only.
+      std::vector<OpRecord> mid = t.recent(1000);
+      CHECK(mid.size() == std::min<uint64_t>(seq - 1, 63));
+      if (!mid.empty()) CHECK(mid.back().seq == seq - 1);
+      for (const OpRecord& m : mid) CHECK(m.seq != seq);
+      t.end(r, 0, now + 500);
+    } else {
+      OpRecord r = allreduce(seq, 4096);
+      t.begin(r, now);
+      t.end(r, 0, now + 500);
+    }
+    now += 1000;
+  }
+  std::vector<OpRecord> last = t.recent(1000);
+  REQUIRE(last.size() == 64);
+  for (size_t i = 0; i < last.size(); ++i) {
+    CHECK(last[i].seq == 150 - 63 + i);
+    CHECK(last[i].bytes == 4096);
+    CHECK(last[i].endNs - last[i].entryNs == 500);
+    CHECK(last[i].gapNs == 500);
+  }
 }
 
 TEST_CASE("telemetry: the board names the ranks that have not entered an op", "[telemetry]") {
