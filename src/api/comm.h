@@ -155,12 +155,13 @@ class Comm {
     CollArgs args;
     Algo algo;
     size_t chunk;
-    Schedule sched;
+    std::shared_ptr<const Schedule> sched;
   };
   std::vector<SchedEntry> schedCache_;
   size_t schedNext_ = 0;
-  const Schedule* cachedSchedule(const CollArgs& a, Algo algo, size_t chunk) const;
-  void cacheSchedule(const CollArgs& a, Algo algo, size_t chunk, const Schedule& s);
+  const std::shared_ptr<const Schedule>* cachedSchedule(const CollArgs& a, Algo algo,
+                                                        size_t chunk) const;
+  void cacheSchedule(const CollArgs& a, Algo algo, size_t chunk, std::shared_ptr<const Schedule> s);
   AlgoRules rules_;  // WEFT_ALGO
   struct CachedChoice {
     CollType type = CollType::Send;

@@ -68,6 +68,7 @@ void Engine::setDeviceTransport(Transport* t, std::vector<Endpoint*> eps,
   devEps_.resize(nranks_, nullptr);
   hasDevEp_.assign(nranks_, false);
   for (int p = 0; p < nranks_; ++p) hasDevEp_[p] = devEps_[p] != nullptr;
+  anyDevEp_ = std::any_of(hasDevEp_.begin(), hasDevEp_.end(), [](bool b) { return b; });
   deviceLocal_ = std::move(deviceLocal);
 }
 
@@ -97,27 +98,38 @@ void Engine::enqueue(std::unique_ptr<Op> op) {
   // The caller's clock reading, or the telemetry's entry time: one clock
   // read less.
   if (!op->enqueueNs) op->enqueueNs = op->rec.entryNs ? op->rec.entryNs : nowNs();
-  op->state.assign(op->sched.steps.size(), Op::kPending);
-  op->comps.resize(op->sched.steps.size());
+  op->state.assign(op->schedule().steps.size(), Op::kPending);
+  op->comps.resize(op->schedule().steps.size());
   PlacementFacts pf;
   pf.streamOp = op->tracker && op->tracker->gate;
   pf.directOp = op->tracker && op->tracker->direct;
-  pf.deviceEndpoints = std::any_of(hasDevEp_.begin(), hasDevEp_.end(), [](bool b) { return b; });
+  pf.deviceEndpoints = anyDevEp_;
   pf.haveLocal = local_ != nullptr;
   pf.haveStreamLocal = streamLocal_ != nullptr;
   pf.haveDeviceLocal = deviceLocal_ != nullptr;
   OpPlacement place;
   Status ps = placeOp(pf, nranks_, &place);
-  if (ps.isOk() && !op->runner) ps = checkRoutes(place, op->sched, rank_, hasDevEp_);
+  // Host transfers on host endpoints (every op that is not stream-ordered)
+  // need no check of their routes.
+  if (ps.isOk() && !op->runner && (place.deviceEndpoints || place.mem != MemType::Host))
+    ps = checkRoutes(place, op->schedule(), rank_, hasDevEp_);
   switch (place.local) {
-    case LocalRun::Host: op->lw = nullptr; break;
-    case LocalRun::Local: op->lw = local_.get(); break;
-    case LocalRun::StreamLocal: op->lw = streamLocal_.get(); break;
-    case LocalRun::DeviceLocal: op->lw = deviceLocal_.get(); break;
+    case LocalRun::Host:
+      op->lw = nullptr;
+      break;
+    case LocalRun::Local:
+      op->lw = local_.get();
+      break;
+    case LocalRun::StreamLocal:
+      op->lw = streamLocal_.get();
+      break;
+    case LocalRun::DeviceLocal:
+      op->lw = deviceLocal_.get();
+      break;
   }
   op->deviceEps = place.deviceEndpoints;
   op->mem = place.mem;
-  if (op->lw) op->local.assign(op->sched.steps.size(), 0);
+  if (op->lw) op->local.assign(op->schedule().steps.size(), 0);
   if (ops_.empty()) lastProgressNs_ = op->enqueueNs;
   if (!error_.isOk()) {
     finishOp(*op, error_);
@@ -129,7 +141,7 @@ void Engine::enqueue(std::unique_ptr<Op> op) {
     recycle(op);
     return;
   }
-  if (op->sched.scratchBytes) {
+  if (op->schedule().scratchBytes) {
     Status st = takeScratch(*op);
     if (st.isError()) {
       finishOp(*op, st.withContext(strFormat("rank %d: %s", rank_, op->describe().c_str())));
@@ -137,7 +149,7 @@ void Engine::enqueue(std::unique_ptr<Op> op) {
       return;
     }
   }
-  if (op->sched.steps.empty() && !op->runner) {
+  if (op->schedule().steps.empty() && !op->runner) {
     // Nothing to run (one rank in place, a zero-count call): done now, and
     // the op goes back to the free list.
     finishOp(*op, Status());
@@ -151,15 +163,18 @@ void Engine::enqueue(std::unique_ptr<Op> op) {
 
 uint8_t* Engine::bind(Op& op, BufRef ref) const {
   switch (ref.buf) {
-    case BufId::Send: return op.send ? op.send + ref.off : nullptr;
-    case BufId::Recv: return op.recv ? op.recv + ref.off : nullptr;
-    case BufId::Scratch: return op.scratch ? op.scratch.get() + ref.off : nullptr;
+    case BufId::Send:
+      return op.send ? op.send + ref.off : nullptr;
+    case BufId::Recv:
+      return op.recv ? op.recv + ref.off : nullptr;
+    case BufId::Scratch:
+      return op.scratch ? op.scratch.get() + ref.off : nullptr;
   }
   return nullptr;
 }
 
 Status Engine::takeScratch(Op& op) {
-  const size_t need = op.sched.scratchBytes;
+  const size_t need = op.schedule().scratchBytes;
   size_t best = spare_.size();
   for (size_t i = 0; i < spare_.size(); ++i)
     if (spare_[i].from == op.lw && spare_[i].len >= need &&
@@ -271,7 +286,7 @@ bool Engine::localDone(Op& op, size_t i, Status* st) {
 }
 
 bool Engine::reduceStep(Op& op, size_t i, Status* st) {
-  const Step& s = op.sched.steps[i];
+  const Step& s = op.schedule().steps[i];
   const size_t count = s.bytes / op.args.eltSize;
   if (op.lw) {
     uint64_t t = 0;
@@ -293,7 +308,7 @@ bool Engine::reduceStep(Op& op, size_t i, Status* st) {
 }
 
 bool Engine::copyStep(Op& op, size_t i, Status* st) {
-  const Step& s = op.sched.steps[i];
+  const Step& s = op.schedule().steps[i];
   if (!s.bytes) return true;
   if (op.lw) {
     uint64_t t = 0;
@@ -326,7 +341,7 @@ MemType Engine::memOf(const Op& op, const Step& s) const {
 // Runs or posts step i (pending, dependencies done). Returns false when the
 // transport had no room (the step stays pending and blocks its peer's queue).
 bool Engine::runStep(Op& op, size_t i) {
-  const Step& s = op.sched.steps[i];
+  const Step& s = op.schedule().steps[i];
   Completion& c = op.comps[i];
   Status st;
   bool local = false;  // handed to op.lw, not done yet
@@ -356,9 +371,13 @@ bool Engine::runStep(Op& op, size_t i) {
         local = !reduceStep(op, i, &st);
       }
       break;
-    case StepKind::Copy: local = !copyStep(op, i, &st); break;
+    case StepKind::Copy:
+      local = !copyStep(op, i, &st);
+      break;
     case StepKind::Reduce:
-    case StepKind::Divide: local = !reduceStep(op, i, &st); break;
+    case StepKind::Divide:
+      local = !reduceStep(op, i, &st);
+      break;
   }
   if (st.code() == kNoResource) return false;
   if (st.isError()) {
@@ -387,14 +406,14 @@ void Engine::stepDone(Op& op, size_t i) {
 bool Engine::advanceOp(Op& op, std::vector<uint32_t>& sendGen, std::vector<uint32_t>& recvGen,
                        uint32_t gen, size_t* budget) {
   bool moved = false;
-  const size_t n = op.sched.steps.size();
-  for (size_t i = op.firstPending; i < n && *budget > 0; ++i, --*budget) {
+  const size_t n = op.schedule().steps.size();
+  for (size_t i = op.firstPending; i<n&& * budget> 0; ++i, --*budget) {
     uint8_t st = op.state[i];
     if (st == Op::kDone) {
       if (i == op.firstPending) op.firstPending++;
       continue;
     }
-    const Step& s = op.sched.steps[i];
+    const Step& s = op.schedule().steps[i];
     const bool isSend = s.kind == StepKind::Send;
     const bool isRecv = s.kind == StepKind::Recv || s.kind == StepKind::RecvReduce;
     if (st == Op::kPosted) {
@@ -436,7 +455,7 @@ bool Engine::advanceOp(Op& op, std::vector<uint32_t>& sendGen, std::vector<uint3
     if ((isSend && sendGen[s.peer] == gen) || (isRecv && recvGen[s.peer] == gen)) continue;
     bool ready = true;
     for (uint32_t d = 0; d < s.depCount && ready; ++d)
-      ready = op.state[op.sched.deps[s.depBegin + d]] == Op::kDone;
+      ready = op.state[op.schedule().deps[s.depBegin + d]] == Op::kDone;
     if (ready && runStep(op, i)) {
       moved = true;
       if (!error_.isOk()) return true;
@@ -557,12 +576,13 @@ bool Engine::progress() {
     retire(ops_.front());
     ops_.pop_front();
   }
-  if (std::any_of(ops_.begin(), ops_.end(), [](const std::unique_ptr<Op>& o) { return o->finished; })) {
+  if (std::any_of(ops_.begin(), ops_.end(),
+                  [](const std::unique_ptr<Op>& o) { return o->finished; })) {
     for (auto& o : ops_)
       if (o->finished) retire(o);
-    ops_.erase(std::remove_if(ops_.begin(), ops_.end(),
-                              [](const std::unique_ptr<Op>& o) { return !o; }),
-               ops_.end());
+    ops_.erase(
+        std::remove_if(ops_.begin(), ops_.end(), [](const std::unique_ptr<Op>& o) { return !o; }),
+        ops_.end());
   }
   // At most one clock read per call, which idleWait (following every
   // progress()) reuses, and while nothing moves only every 16th call: a
@@ -597,7 +617,7 @@ void Engine::checkStalled(uint64_t now) {
       break;
     }
     for (size_t i = op->firstPending; i < op->state.size(); ++i) {
-      const Step& s = op->sched.steps[i];
+      const Step& s = op->schedule().steps[i];
       if (op->state[i] == Op::kDone || s.peer < 0) continue;
       if (std::find(waiting.begin(), waiting.end(), s.peer) == waiting.end())
         waiting.push_back(s.peer);

@@ -127,15 +127,16 @@ class Engine {
   uint64_t lastProgressNs_ = 0;
   uint64_t lastLivenessNs_ = 0;
   uint32_t gen_ = 0;
-  bool fresh_ = false;  // ops were enqueued since the last progress()
-  int idleCalls_ = 0;   // progress() calls since the clock was last read
-  int unpolled_ = 0;    // rounds in a row that skipped the transports' poll
+  bool fresh_ = false;         // ops were enqueued since the last progress()
+  int idleCalls_ = 0;          // progress() calls since the clock was last read
+  int unpolled_ = 0;           // rounds in a row that skipped the transports' poll
   uint64_t lastActivity_ = 0;  // the transports' activity() summed, at the last poll
-  uint64_t roundClockNs_ = 0;  // the clock as finishOp read it in this progress() round (0: not read)
+  uint64_t roundClockNs_ =
+      0;  // the clock as finishOp read it in this progress() round (0: not read)
   SpinBudget spin_;
   uint64_t lastIdleNs_ = 0;
   std::atomic<uint64_t> lastNowNs_{0};  // the clock at the end of the last progress()
-  bool oversubscribed_ = false;  // more ranks on this host than cores
+  bool oversubscribed_ = false;         // more ranks on this host than cores
   uint64_t idleSinceNs_ = 0;
   bool doorbells_ = false;  // a transport can wake this rank from sleep()
   std::vector<uint32_t> sendGen_, recvGen_;
@@ -159,6 +160,7 @@ class Engine {
   std::unique_ptr<LocalWork> local_, streamLocal_, deviceLocal_;
   std::vector<Endpoint*> devEps_;  // cuda_ipc, by rank (setDeviceTransport)
   std::vector<bool> hasDevEp_;
+  bool anyDevEp_ = false;  // some entry of hasDevEp_ is set
   size_t localPending_ = 0;
   size_t deviceOps_ = 0;  // ops in ops_ whose transfers go through cuda_ipc
   size_t xfersInFlight_ = 0;

@@ -21,7 +21,8 @@ std::string describeOpTag(uint64_t tag) {
                             static_cast<unsigned long long>(tag >> 40), datatypeName(dt));
   if (type == CollType::AllReduce || type == CollType::Reduce || type == CollType::ReduceScatter)
     s += strFormat(", %s", opName(op));
-  return s + strFormat(", count/root %04llx)", static_cast<unsigned long long>((tag >> 24) & 0xffff));
+  return s +
+         strFormat(", count/root %04llx)", static_cast<unsigned long long>((tag >> 24) & 0xffff));
 }
 
 // Transports print tags through this (core/tag.h).
@@ -60,6 +61,7 @@ void Op::reset() {
   sched.deps.clear();
   sched.scratchBytes = 0;
   sched.algorithm = "";
+  shared.reset();
   runner.reset();
   seq = 0;
   tag = 0;

@@ -5,12 +5,13 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "algo/schedule.h"
+#include "core/mutex.h"
 #include "telemetry/record.h"
 #include "transports/transport.h"
 
@@ -24,7 +25,7 @@ class LocalWork;  // exec/local_work.h
 // count is atomic and the status has its own lock.
 struct OpTracker {
   std::atomic<int> pending{0};
-  std::mutex mu;
+  Mutex mu;
   Status status;
   // Stream-ordered work (src/cuda/stream_batch.h): the ops of this tracker
   // start only once `gate` opens (*open); an error from it fails them.
@@ -37,13 +38,13 @@ struct OpTracker {
   std::function<void(const Status&)> onDone;
   void finishOne(const Status& st) {
     if (st.isError()) {
-      std::lock_guard<std::mutex> lk(mu);
+      std::lock_guard<Mutex> lk(mu);
       if (status.isOk()) status = st;
     }
     if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1 && onDone) onDone(result());
   }
   Status result() {
-    std::lock_guard<std::mutex> lk(mu);
+    std::lock_guard<Mutex> lk(mu);
     return status;
   }
 };
@@ -79,9 +80,13 @@ struct Op {
   CollArgs args;
   weft_datatype_t dtype = WEFT_FLOAT32;
   Schedule sched;
+  // A schedule shared with the communicator's cache (Comm::enqueue): used
+  // instead of `sched` when set, so that a repeated call does not copy it.
+  std::shared_ptr<const Schedule> shared;
+  const Schedule& schedule() const { return shared ? *shared : sched; }
   std::unique_ptr<OpRunner> runner;  // instead of a schedule
-  uint64_t seq = 0;  // collective sequence number on this comm (0 for p2p)
-  uint64_t tag = 0;  // carried by every message of this op
+  uint64_t seq = 0;                  // collective sequence number on this comm (0 for p2p)
+  uint64_t tag = 0;                  // carried by every message of this op
 
   // Bound buffers.
   uint8_t* send = nullptr;
@@ -98,11 +103,11 @@ struct Op {
   enum : uint8_t { kPending = 0, kPosted = 1, kDone = 2, kLocal = 3 };
   std::vector<uint8_t> state;
   std::vector<Completion> comps;
-  LocalWork* lw = nullptr;       // runs the local steps (nullptr: the host, inline)
-  bool deviceEps = false;        // transfers to other ranks on the cuda_ipc endpoints
-  MemType mem = MemType::Host;   // ... posted with this (exec/placement.h)
+  LocalWork* lw = nullptr;      // runs the local steps (nullptr: the host, inline)
+  bool deviceEps = false;       // transfers to other ranks on the cuda_ipc endpoints
+  MemType mem = MemType::Host;  // ... posted with this (exec/placement.h)
   std::vector<uint64_t> local;  // per step: lw's ticket (only with lw)
-  size_t firstPending = 0;  // steps before it are all done
+  size_t firstPending = 0;      // steps before it are all done
   size_t doneCount = 0;
 
   uint64_t enqueueNs = 0;

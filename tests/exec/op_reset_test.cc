@@ -33,6 +33,8 @@ TEST_CASE("op: reset gives a new op that keeps its vectors' capacity", "[engine]
   op.sched.deps.resize(9);
   op.sched.scratchBytes = 4096;
   op.sched.algorithm = "ring";
+  auto cachedSched = std::make_shared<Schedule>();
+  op.shared = cachedSched;
   bool runnerGone = false;
   op.runner.reset(new CountingRunner(&runnerGone));
   op.seq = 12;
@@ -76,6 +78,9 @@ TEST_CASE("op: reset gives a new op that keeps its vectors' capacity", "[engine]
   CHECK(op.sched.deps.empty());
   CHECK(op.sched.scratchBytes == 0);
   CHECK(std::string(op.sched.algorithm).empty());
+  CHECK(!op.shared);
+  CHECK(cachedSched.use_count() == 1);  // the op let go of the cache's schedule
+  CHECK(&op.schedule() == &op.sched);
   CHECK(!op.runner);
   CHECK(op.seq == 0);
   CHECK(op.tag == 0);
