@@ -9,8 +9,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/tag.h"
 #include "core/log.h"
+#include "core/tag.h"
 
 namespace weft {
 namespace tcp {
@@ -54,7 +54,7 @@ Status TcpPeer::checkPost(MemType mem) const {
 }
 
 Status TcpPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
-  WEFT_RETURN_IF_ERROR(checkPost(mem));
+  if (postRefused(mem)) return checkPost(mem);
   const uint64_t seq = sendSeq_++;
   const int n = numParts(len, nsocks_);
   sendOps_.push_back({c, n});
@@ -84,7 +84,7 @@ Status TcpPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem,
 }
 
 Status TcpPeer::postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
-  WEFT_RETURN_IF_ERROR(checkPost(mem));
+  if (postRefused(mem)) return checkPost(mem);
   const uint64_t seq = recvSeq_++;
   const int n = numParts(len, nsocks_);
   recvOps_.push_back({c, n});

@@ -77,12 +77,16 @@ class TcpPeer {
     int fd = -1;
     RingQueue<SendPart> sendq;
     RingQueue<RecvPart> recvq;
-    bool outArmed = false;  // EPOLLOUT in the epoll set
-    bool hup = false;       // peer hung up; removed from the epoll set
+    bool outArmed = false;    // EPOLLOUT in the epoll set
+    bool hup = false;         // peer hung up; removed from the epoll set
     std::vector<char> spill;  // bytes read past the posted receives
     size_t spillHead = 0, spillLen = 0;
   };
 
+  // A post refused (shut down, failed, device memory): checkPost says why.
+  bool postRefused(MemType mem) const {
+    return aborted_ || !failed_.isOk() || mem != MemType::Host;
+  }
   Status checkPost(MemType mem) const;
   Status flushSend(Stream& s);
   Status flushRecv(Stream& s, int sock);

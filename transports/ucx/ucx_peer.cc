@@ -3,8 +3,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/tag.h"
 #include "core/log.h"
+#include "core/tag.h"
 
 namespace weft {
 namespace ucx {
@@ -85,8 +85,7 @@ Status UcxPeer::open(const void* workerAddr, bool bulk) {
   }
   if (st != UCS_OK)
     return Status(WEFT_ERR_REMOTE, strFormat("ucx transport: rank %d cannot reach %s: %s",
-                                             sh_->rank, describe().c_str(),
-                                             ucs_status_string(st)));
+                                             sh_->rank, describe().c_str(), ucs_status_string(st)));
   return Status::ok();
 }
 
@@ -105,9 +104,9 @@ Status UcxPeer::sendPart(MsgOp* op, int i, const void* data, size_t len, Kind k)
   ucp_ep_h ep = k == Kind::Data ? bulkEp_ : ep_;
   ucs_status_ptr_t r = ucp_tag_send_nbx(ep, data, len, ucpTag(sh_->rank, k, op->seq), &prm);
   if (UCS_PTR_IS_ERR(r))
-    return Status(WEFT_ERR_REMOTE, strFormat("ucx transport: send to %s failed: %s",
-                                             describe().c_str(),
-                                             ucs_status_string(UCS_PTR_STATUS(r))));
+    return Status(WEFT_ERR_REMOTE,
+                  strFormat("ucx transport: send to %s failed: %s", describe().c_str(),
+                            ucs_status_string(UCS_PTR_STATUS(r))));
   ++op->parts;
   if (r == nullptr) {
     partDone(op, i, UCS_OK, len);
@@ -125,9 +124,9 @@ Status UcxPeer::recvPart(MsgOp* op, int i, void* data, size_t len, Kind k) {
   ucs_status_ptr_t r =
       ucp_tag_recv_nbx(sh_->worker, data, len, ucpTag(peer_, k, op->seq), ~0ull, &prm);
   if (UCS_PTR_IS_ERR(r))
-    return Status(WEFT_ERR_REMOTE, strFormat("ucx transport: receive from %s failed: %s",
-                                             describe().c_str(),
-                                             ucs_status_string(UCS_PTR_STATUS(r))));
+    return Status(WEFT_ERR_REMOTE,
+                  strFormat("ucx transport: receive from %s failed: %s", describe().c_str(),
+                            ucs_status_string(UCS_PTR_STATUS(r))));
   ++op->parts;
   // Completed at once: UCX 1.13 does not report the length then; the header
   // says it, and UCX would have failed a longer message as truncated.
@@ -140,7 +139,7 @@ Status UcxPeer::recvPart(MsgOp* op, int i, void* data, size_t len, Kind k) {
 }
 
 Status UcxPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
-  WEFT_RETURN_IF_ERROR(checkPost(mem));
+  if (postRefused(mem)) return checkPost(mem);
   if (lost_.isError()) {
     fail(lost_);
     return failed_;
@@ -178,7 +177,7 @@ Status UcxPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem,
 }
 
 Status UcxPeer::postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
-  WEFT_RETURN_IF_ERROR(checkPost(mem));
+  if (postRefused(mem)) return checkPost(mem);
   MsgOp* op = sh_->takeOp();
   op->peer = this;
   op->c = c;
@@ -226,12 +225,13 @@ void UcxPeer::onRecv(void* request, ucs_status_t status, const ucp_tag_recv_info
 void UcxPeer::onError(void* arg, ucp_ep_h, ucs_status_t status) {
   UcxPeer* self = static_cast<UcxPeer*>(arg);
   if (self->aborted_ || self->lost_.isError()) return;
-  self->lost_ = Status(WEFT_ERR_REMOTE, strFormat("ucx transport: connection to %s lost: %s",
-                                                  self->describe().c_str(),
-                                                  ucs_status_string(status)));
+  self->lost_ =
+      Status(WEFT_ERR_REMOTE, strFormat("ucx transport: connection to %s lost: %s",
+                                        self->describe().c_str(), ucs_status_string(status)));
   self->lostRound_ = self->sh_->rounds;
   self->sh_->lost.push_back(self);
-  WEFT_TRACE(kTransport, "ucx transport: rank %d: %s", self->sh_->rank, self->lost_.message().c_str());
+  WEFT_TRACE(kTransport, "ucx transport: rank %d: %s", self->sh_->rank,
+             self->lost_.message().c_str());
 }
 
 void UcxPeer::sweepLost() {
@@ -247,16 +247,18 @@ void UcxPeer::sweepLost() {
 void UcxPeer::checkHeader(MsgOp* op, size_t got) {
   MsgHeader h;
   if (got != kUnknownLength && got < sizeof h) {
-    op->headerSt = Status(WEFT_ERR_REMOTE, strFormat("garbage from %s on ucx to rank %d: a %zu-byte header",
-                                                     describe().c_str(), sh_->rank, got));
+    op->headerSt =
+        Status(WEFT_ERR_REMOTE, strFormat("garbage from %s on ucx to rank %d: a %zu-byte header",
+                                          describe().c_str(), sh_->rank, got));
     return;
   }
   memcpy(&h, op->slot, sizeof h);
   if (h.magic != kHdrMagic || h.seq != static_cast<uint32_t>(op->seq)) {
-    op->headerSt = Status(WEFT_ERR_REMOTE, strFormat("garbage from %s on ucx to rank %d: bad header "
-                                                     "(magic 0x%08x, message %u, expected %u)",
-                                                     describe().c_str(), sh_->rank, h.magic, h.seq,
-                                                     static_cast<uint32_t>(op->seq)));
+    op->headerSt =
+        Status(WEFT_ERR_REMOTE, strFormat("garbage from %s on ucx to rank %d: bad header "
+                                          "(magic 0x%08x, message %u, expected %u)",
+                                          describe().c_str(), sh_->rank, h.magic, h.seq,
+                                          static_cast<uint32_t>(op->seq)));
     return;
   }
   if (h.tag != op->tag || h.len != op->len) {
@@ -271,11 +273,11 @@ void UcxPeer::checkHeader(MsgOp* op, size_t got) {
   op->c->stamp = h.stamp;
   if (op->len <= kInline) {
     if (got != kUnknownLength && got != sizeof h + op->len) {
-      op->headerSt = Status(WEFT_ERR_REMOTE,
-                            strFormat("garbage from %s on ucx to rank %d: %zu bytes inline, "
-                                      "header says %llu",
-                                      describe().c_str(), sh_->rank, got - sizeof h,
-                                      static_cast<unsigned long long>(h.len)));
+      op->headerSt =
+          Status(WEFT_ERR_REMOTE, strFormat("garbage from %s on ucx to rank %d: %zu bytes inline, "
+                                            "header says %llu",
+                                            describe().c_str(), sh_->rank, got - sizeof h,
+                                            static_cast<unsigned long long>(h.len)));
       return;
     }
     if (op->len) memcpy(op->buf, op->slot + sizeof h, op->len);
@@ -289,12 +291,13 @@ void UcxPeer::partDone(MsgOp* op, int i, ucs_status_t st, size_t got) {
       // A bad header breaks the order of this pair for good.
       if (op->headerSt.isError()) fail(op->headerSt);
     } else if (st == UCS_OK && op->recv && i == 1 && got != kUnknownLength && got != op->len) {
-      op->dataSt = Status(WEFT_ERR_REMOTE, strFormat("ucx transport: %zu bytes from %s, expected %zu",
-                                                     got, describe().c_str(), op->len));
+      op->dataSt =
+          Status(WEFT_ERR_REMOTE, strFormat("ucx transport: %zu bytes from %s, expected %zu", got,
+                                            describe().c_str(), op->len));
     } else if (st != UCS_OK && op->dataSt.isOk()) {
-      op->dataSt = Status(WEFT_ERR_REMOTE,
-                          strFormat("ucx transport: %s %s failed: %s", op->recv ? "receive from" : "send to",
-                                    describe().c_str(), ucs_status_string(st)));
+      op->dataSt = Status(WEFT_ERR_REMOTE, strFormat("ucx transport: %s %s failed: %s",
+                                                     op->recv ? "receive from" : "send to",
+                                                     describe().c_str(), ucs_status_string(st)));
     }
   }
   if (--op->parts > 0) return;

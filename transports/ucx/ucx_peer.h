@@ -35,8 +35,8 @@ struct MsgOp {
   int parts = 0;          // UCP requests still outstanding
   uint64_t seq = 0;
   uint64_t postedRound = 0;  // Shared::rounds when posted
-  uint64_t tag = 0;   // expected (recv) or sent (send)
-  size_t len = 0;     // expected (recv) or sent (send)
+  uint64_t tag = 0;          // expected (recv) or sent (send)
+  size_t len = 0;            // expected (recv) or sent (send)
   char* buf = nullptr;
   void* req[2] = {nullptr, nullptr};
   Part part[2] = {{this, 0}, {this, 1}};
@@ -54,7 +54,7 @@ struct Shared {
   std::vector<std::unique_ptr<MsgOp>> pool;
   std::vector<MsgOp*> freeOps;
   int64_t pending = 0;
-  uint64_t rounds = 0;  // progress() calls so far
+  uint64_t rounds = 0;         // progress() calls so far
   std::vector<UcxPeer*> lost;  // peers whose endpoint failed
   Status sticky;
   MsgOp* takeOp();
@@ -105,6 +105,10 @@ class UcxPeer {
   static void onError(void* arg, ucp_ep_h ep, ucs_status_t status);
 
  private:
+  // A post refused (shut down, failed, device memory): checkPost says why.
+  bool postRefused(MemType mem) const {
+    return aborted_ || !failed_.isOk() || mem != MemType::Host;
+  }
   Status checkPost(MemType mem) const;
   Status sendPart(MsgOp* op, int i, const void* data, size_t len, Kind k);
   Status recvPart(MsgOp* op, int i, void* data, size_t len, Kind k);
