@@ -407,7 +407,7 @@ bool Engine::advanceOp(Op& op, std::vector<uint32_t>& sendGen, std::vector<uint3
                        uint32_t gen, size_t* budget) {
   bool moved = false;
   const size_t n = op.schedule().steps.size();
-  for (size_t i = op.firstPending; i<n&& * budget> 0; ++i, --*budget) {
+  for (size_t i = op.firstPending; i < n && (*budget) > 0; ++i, --*budget) {
     uint8_t st = op.state[i];
     if (st == Op::kDone) {
       if (i == op.firstPending) op.firstPending++;
