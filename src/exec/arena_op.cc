@@ -227,17 +227,7 @@ void ArenaOp::phaseA(size_t j, int par) {
   const size_t lo = j * step_, len = std::min(step_, total_ - lo);
   char* mine = arena_->buf(me_, par);
   if (ring_) {
-    // Every rank describes the round in its own ring slot; the root also
-    // stages the data there.
-    shm::Arena::RingSlot* s = arena_->ringSlot(me_, base_ + round_);
-    s->desc[0] = descWord0(args_, dt_);
-    s->desc[1] = args_.count;
-    s->stamp = rec_ ? rec_->stamp : 0;
-    if (me_ == args_.root) {
-      copy(s->data(len), send_, len);
-      if (!args_.inPlace) copy(recv_, send_, len);
-    }
-    s->round.store(base_ + round_, std::memory_order_release);
+    stageRing(base_ + round_);
     return;
   }
   if (j == 0)
@@ -527,6 +517,20 @@ Status ArenaOp::runOneShot(double timeoutS, const std::atomic<bool>* cancel) {
   return Status::ok();
 }
 
+void ArenaOp::stageRing(uint64_t g) {
+  // Every rank describes the round in its own ring slot; the root also
+  // stages the data there (a ring broadcast is one round of total_ bytes).
+  shm::Arena::RingSlot* s = arena_->ringSlot(me_, g);
+  s->desc[0] = descWord0(args_, dt_);
+  s->desc[1] = args_.count;
+  s->stamp = rec_ ? rec_->stamp : 0;
+  if (me_ == args_.root) {
+    copy(s->data(total_), send_, total_);
+    if (!args_.inPlace) copy(recv_, send_, total_);
+  }
+  s->round.store(g, std::memory_order_release);
+}
+
 Status ArenaOp::runRing(double timeoutS, const std::atomic<bool>* cancel) {
   // The round progress() runs for a ring broadcast: A describes the call in
   // my ring slot (the root also stages the data there), publish; a reader
@@ -535,16 +539,9 @@ Status ArenaOp::runRing(double timeoutS, const std::atomic<bool>* cancel) {
   const uint64_t gate = gateOfA(g);
   if (gate && !arena_->reached(gate, nullptr)) WEFT_RETURN_IF_ERROR(waitTarget(timeoutS, cancel));
   const bool root = me_ == args_.root;
-  shm::Arena::RingSlot* s = arena_->ringSlot(me_, g);
-  s->desc[0] = descWord0(args_, dt_);
-  s->desc[1] = args_.count;
-  s->stamp = rec_ ? rec_->stamp : 0;
-  if (root) {
-    copy(s->data(total_), send_, total_);
-    if (!args_.inPlace) copy(recv_, send_, total_);
-    if (rec_) rec_->sent[tx_] += total_;
-  }
-  s->round.store(g, std::memory_order_release);
+  stageRing(g);
+  const shm::Arena::RingSlot* s = arena_->ringSlot(me_, g);
+  if (root && rec_) rec_->sent[tx_] += total_;
   arena_->publish(2 * g + 1);
   if (!root) {
     stage_ = 1;

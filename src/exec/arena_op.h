@@ -116,6 +116,8 @@ class ArenaOp : public OpRunner {
   // run() of a ring broadcast (ring_, untimed): its one round straight
   // through, as runOneShot.
   Status runRing(double timeoutS, const std::atomic<bool>* cancel);
+  // Phase A of ring round g: writes my ring slot (phaseA and runRing).
+  void stageRing(uint64_t g);
   // B of a one-shot allreduce: every rank's staged copy (in its flag's line
   // up to 16 bytes) reduced in rank order into recv_.
   void reduceOneShot(int par);
