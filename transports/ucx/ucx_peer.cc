@@ -144,6 +144,32 @@ Status UcxPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem,
     fail(lost_);
     return failed_;
   }
+  if (len <= kImmediate) {
+    // A small message UCP can send at once (its eager short path, copied
+    // into the wire or socket before the call returns) needs no pooled op:
+    // header and payload go from the stack, and the send is done. If UCP
+    // cannot take it now (its queue to the peer is busy), it says so
+    // without sending, and the message goes the pooled way below.
+    alignas(8) char msg[sizeof(MsgHeader) + kImmediate];
+    const MsgHeader h{kHdrMagic, static_cast<uint32_t>(sendSeq_), tag, len, c->stamp};
+    memcpy(msg, &h, sizeof h);
+    if (len) memcpy(msg + sizeof h, buf, len);
+    ucp_request_param_t prm;
+    prm.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
+    ucs_status_ptr_t r =
+        ucp_tag_send_nbx(ep_, msg, sizeof h + len, ucpTag(sh_->rank, Kind::Header, sendSeq_), &prm);
+    if (r == nullptr) {
+      ++sendSeq_;
+      c->finish();
+      return Status::ok();
+    }
+    if (UCS_PTR_STATUS(r) != UCS_ERR_NO_RESOURCE) {
+      Status st(WEFT_ERR_REMOTE, strFormat("ucx transport: send to %s failed: %s", describe().c_str(),
+                                           ucs_status_string(UCS_PTR_STATUS(r))));
+      fail(st);
+      return st;
+    }
+  }
   MsgOp* op = sh_->takeOp();
   op->peer = this;
   op->c = c;

@@ -32,6 +32,10 @@ constexpr uint32_t kHdrMagic = 0x57554844;   // "WUHD"
 constexpr uint32_t kHelloMagic = 0x57554845; // "WUHE"
 constexpr uint32_t kWireVersion = 2;
 constexpr size_t kInline = 65536;
+// A payload up to kImmediate bytes is first offered to UCP for immediate
+// completion from a stack copy (UcxPeer::postSend); larger ones, or ones UCP
+// cannot take at once, ride in the op's slot.
+constexpr size_t kImmediate = 1024;
 
 enum class Kind : uint64_t { Header = 0, Data = 1, Hello = 2 };
 
