@@ -91,9 +91,12 @@ void configure(LogState& s) {
     }
   }
   s.level = level;
+  gLogThreshold.store(level == 0 ? 1 : level, std::memory_order_relaxed);
 }
 
 }  // namespace
+
+std::atomic<int> gLogThreshold{-1};
 
 void logReconfigure() {
   LogState& s = state();
@@ -102,7 +105,7 @@ void logReconfigure() {
   configure(s);
 }
 
-bool logEnabled(LogLevel level, uint32_t subsys) {
+bool logEnabledSlow(LogLevel level, uint32_t subsys) {
   LogState& s = state();
   // std::call_once costs a hundred instructions even once done, and every
   // collective asks here (its trace line): a flag first.

@@ -5,6 +5,7 @@
 // once, where first detected; callers above only add context.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 namespace weft {
@@ -21,8 +22,18 @@ enum Subsys : uint32_t {
   kAllSubsys = 0xffffffffu,
 };
 
-// True when a message of this level and subsystem would be printed.
-bool logEnabled(LogLevel level, uint32_t subsys);
+// The threshold level once WEFT_DEBUG was read (-1 before): messages above
+// it are off, whatever their subsystem.
+extern std::atomic<int> gLogThreshold;
+bool logEnabledSlow(LogLevel level, uint32_t subsys);
+// True when a message of this level and subsystem would be printed. Inline:
+// every collective asks (its trace line), and the answer is almost always a
+// level above the threshold.
+inline bool logEnabled(LogLevel level, uint32_t subsys) {
+  const int t = gLogThreshold.load(std::memory_order_relaxed);
+  if (t >= 0 && static_cast<int>(level) > t) return false;
+  return logEnabledSlow(level, subsys);
+}
 void logMessage(LogLevel level, uint32_t subsys, const char* file, int line, const char* fmt,
                 ...) __attribute__((format(printf, 5, 6)));
 // Re-reads the WEFT_DEBUG* variables (tests change them at run time).

@@ -85,12 +85,25 @@ void Engine::retire(std::unique_ptr<Op>& op) {
 }
 
 void Engine::recycle(std::unique_ptr<Op>& op) {
-  giveBackScratch(*op);
   constexpr size_t kFreeOps = 16;
   if (freeOps_.size() < kFreeOps) {
+    // A small host scratch buffer stays with the op: the next op of a loop
+    // of small collectives takes it back without a search of the pool.
+    ScratchPtr keep;
+    size_t keepLen = 0;
+    if (op->scratch && !op->lw && op->scratchLen <= kKeepScratch) {
+      keep = std::move(op->scratch);
+      keepLen = op->scratchLen;
+    } else {
+      giveBackScratch(*op);
+    }
     op->reset();
+    op->scratch = std::move(keep);
+    op->scratchLen = keepLen;
     freeOps_.push_back(std::move(op));
+    return;
   }
+  giveBackScratch(*op);
   op.reset();
 }
 
@@ -141,7 +154,17 @@ void Engine::enqueue(std::unique_ptr<Op> op) {
     recycle(op);
     return;
   }
-  if (op->schedule().scratchBytes) {
+  if (op->scratch && (op->lw || op->scratchLen < op->schedule().scratchBytes)) {
+    // What the op kept (recycle) is host memory and too small, or the op
+    // runs on a backend: back to the pool.
+    LocalWork* lw = op->lw;
+    op->lw = nullptr;
+    giveBackScratch(*op);
+    op->scratch.reset();  // the pool kept larger ones
+    op->scratchLen = 0;
+    op->lw = lw;
+  }
+  if (op->schedule().scratchBytes && !op->scratch) {
     Status st = takeScratch(*op);
     if (st.isError()) {
       finishOp(*op, st.withContext(strFormat("rank %d: %s", rank_, op->describe().c_str())));

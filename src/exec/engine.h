@@ -147,6 +147,8 @@ class Engine {
     const LocalWork* from;  // the backend that allocated it (nullptr: host)
   };
   static constexpr size_t kSpareScratch = 4;
+  // Host scratch up to this size stays with a recycled op (recycle).
+  static constexpr size_t kKeepScratch = 64 << 10;
   std::vector<Spare> spare_;
   // WEFT_TEST_THROTTLE_MBPS (test builds): sends wait until this time, which
   // each send pushes on by its bytes at that rate.
