@@ -290,6 +290,18 @@ Status Comm::runNow(const CollArgs& args, weft_datatype_t dt, const void* send, 
     if (st.isError()) engine_->fail(st);
     return st;
   }
+  // Nothing else in flight: the op runs to its end on this thread, holding
+  // the lock, without the engine's queue (Engine::runAlone). Not a send or
+  // receive: threads may block on those in either order, and one waiting
+  // must not keep the other from posting.
+  if (engine_->canRunAlone() && args.type != CollType::Send && args.type != CollType::Recv) {
+    const Choice& choice = chooseAlgo(args);
+    if (choice.algo != Algo::Shm) {
+      Op& op = engine_->aloneOp();
+      WEFT_RETURN_IF_ERROR(fillOp(op, args, dt, send, recv, choice, false, callNs));
+      return engine_->runAlone(op, aborting_);
+    }
+  }
   // The last blocking call's tracker, unless something still holds it
   // (the engine lets go when the op finishes).
   if (nowTracker_ && nowTracker_.use_count() == 1 && nowTracker_->pending.load() == 0) {
@@ -334,20 +346,29 @@ void Comm::cacheSchedule(const CollArgs& a, Algo algo, size_t chunk,
 Status Comm::enqueue(const CollArgs& args, weft_datatype_t dt, const void* send, void* recv,
                      const std::shared_ptr<OpTracker>& tracker, bool stageSend, uint64_t callNs) {
   std::unique_ptr<Op> op = engine_->newOp();
-  op->args = args;
-  op->dtype = dt;
   Choice choice = chooseAlgo(args);
   if (choice.algo == Algo::Shm && keepOffArena(*tracker)) choice.algo = Algo::Auto;
-  if (args.type != CollType::Send && args.type != CollType::Recv) op->seq = ++collSeq_;
+  WEFT_RETURN_IF_ERROR(fillOp(*op, args, dt, send, recv, choice, stageSend, callNs));
+  op->tracker = tracker;
+  tracker->pending++;
+  engine_->enqueue(std::move(op));
+  return Status();
+}
+
+Status Comm::fillOp(Op& op, const CollArgs& args, weft_datatype_t dt, const void* send, void* recv,
+                    const Choice& choice, bool stageSend, uint64_t callNs) {
+  op.args = args;
+  op.dtype = dt;
+  op.seq = args.type != CollType::Send && args.type != CollType::Recv ? ++collSeq_ : 0;
   if (choice.algo == Algo::Shm) {
-    ArenaOp* ao = new ArenaOp(arena_, args, dt, send, recv, op->seq);
-    op->runner.reset(ao);
-    op->sched.algorithm = "shm";
-    if (tel()) ao->setTelemetry(tel(), &op->rec, shmTx_);
+    ArenaOp* ao = new ArenaOp(arena_, args, dt, send, recv, op.seq);
+    op.runner.reset(ao);
+    op.sched.algorithm = "shm";
+    if (tel()) ao->setTelemetry(tel(), &op.rec, shmTx_);
   } else {
     const size_t chunk = cfg_.chunkBytes ? cfg_.chunkBytes : choice.chunkBytes;
     if (const std::shared_ptr<const Schedule>* cached = cachedSchedule(args, choice.algo, chunk)) {
-      op->shared = *cached;
+      if (op.shared != *cached) op.shared = *cached;
     } else {
       BuildParams p;
       p.rank = rank_;
@@ -356,35 +377,32 @@ Status Comm::enqueue(const CollArgs& args, weft_datatype_t dt, const void* send,
       p.slots = 4;
       p.algo = choice.algo;
       if (choice.algo == Algo::Hierarchical) p.hosts = hostIds_;
-      Status bs = topo::buildScheduleInRingOrder(topo_, args, p, &op->sched);
+      Status bs = topo::buildScheduleInRingOrder(topo_, args, p, &op.sched);
       if (bs.isError()) {
-        if (op->seq) --collSeq_;
+        if (op.seq) --collSeq_;
         return bs;
       }
-      auto built = std::make_shared<Schedule>(std::move(op->sched));
-      op->sched = Schedule();
-      op->shared = built;
+      auto built = std::make_shared<Schedule>(std::move(op.sched));
+      op.sched = Schedule();
+      op.shared = built;
       cacheSchedule(args, choice.algo, chunk, std::move(built));
     }
   }
-  op->tag = opTag(args, dt, op->seq);
-  op->send = static_cast<uint8_t*>(const_cast<void*>(send));
-  op->recv = static_cast<uint8_t*>(recv);
-  op->sendLen = sendBytes(args, nranks_, rank_);
-  if (stageSend && op->sendLen) {
-    op->staged.assign(op->send, op->send + op->sendLen);
-    op->send = op->staged.data();
+  op.tag = opTag(args, dt, op.seq);
+  op.send = static_cast<uint8_t*>(const_cast<void*>(send));
+  op.recv = static_cast<uint8_t*>(recv);
+  op.sendLen = sendBytes(args, nranks_, rank_);
+  if (stageSend && op.sendLen) {
+    op.staged.assign(op.send, op.send + op.sendLen);
+    op.send = op.staged.data();
   }
-  op->recvLen = recvBytes(args, nranks_, rank_);
-  op->tracker = tracker;
-  tracker->pending++;
+  op.recvLen = recvBytes(args, nranks_, rank_);
   if (tel())
-    startRecord(op->rec, args, dt, op->seq,
+    startRecord(op.rec, args, dt, op.seq,
                 algoName(choice.algo == Algo::Auto ? defaultAlgo(args.type) : choice.algo), callNs);
-  op->enqueueNs = callNs;
-  WEFT_TRACE(kColl, "rank %d: %s algorithm %s, %zu steps", rank_, op->describe().c_str(),
-             op->schedule().algorithm, op->schedule().steps.size());
-  engine_->enqueue(std::move(op));
+  op.enqueueNs = callNs;
+  WEFT_TRACE(kColl, "rank %d: %s algorithm %s, %zu steps", rank_, op.describe().c_str(),
+             op.schedule().algorithm, op.schedule().steps.size());
   return Status();
 }
 

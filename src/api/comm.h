@@ -50,7 +50,8 @@ class Comm {
                  uint64_t callNs = 0);
   // Runs one collective outside a group and waits for it: inline on the
   // shm arena when that is the chosen algorithm and nothing else is
-  // pending, else through the engine.
+  // pending; else, with nothing pending, straight through on this thread
+  // (Engine::runAlone); else through the engine's queue.
   Status runNow(const CollArgs& args, weft_datatype_t dt, const void* send, void* recv,
                 uint64_t callNs = 0);
   // One engine step under the lock; true when anything moved.
@@ -94,6 +95,10 @@ class Comm {
     return chooseAlgoSlow(args);
   }
   const Choice& chooseAlgoSlow(const CollArgs& args);
+  // Fills `op` for a call (schedule or arena runner, tag, buffers, record);
+  // the caller places it (enqueue, runNow).
+  Status fillOp(Op& op, const CollArgs& args, weft_datatype_t dt, const void* send, void* recv,
+                const Choice& choice, bool stageSend, uint64_t callNs);
   void setUpSelection();
   void progressLoop();
   // Telemetry (comm_telemetry.cc): created after the transports; the board

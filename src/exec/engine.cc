@@ -263,6 +263,7 @@ void Engine::fail(const Status& st) {
     localPending_ = 0;
   }
   xfersInFlight_ = 0;
+  if (alone_) finishOp(*alone_, error_);
   for (auto& op : ops_) finishOp(*op, error_);
   ops_.clear();
   deviceOps_ = 0;
@@ -573,22 +574,7 @@ bool Engine::progress() {
   if (allDone && ++unpolled_ >= 32) allDone = false;
   if (!allDone) unpolled_ = 0;
   bool active = false;
-  if (!allDone) {
-    uint64_t activity = 0;
-    for (Transport* t : transports_) {
-      Status st = t->progress();
-      if (st.isError()) {
-        fail(st.withContext(strFormat("rank %d", rank_)));
-        return true;
-      }
-      activity += t->activity();
-    }
-    // Bytes moved without completing a step (a long message arriving piece
-    // by piece): not idle, so the spin budget is not spent and the rank does
-    // not sleep between the pieces; but no progress for the stall checks.
-    active = activity != lastActivity_;
-    lastActivity_ = activity;
-  }
+  if (!allDone && !pollTransports(&active)) return true;
   if (ops_.empty()) {
     lastNowNs_.store(nowNs(), std::memory_order_relaxed);
     return moved;
@@ -607,9 +593,32 @@ bool Engine::progress() {
         std::remove_if(ops_.begin(), ops_.end(), [](const std::unique_ptr<Op>& o) { return !o; }),
         ops_.end());
   }
-  // At most one clock read per call, which idleWait (following every
-  // progress()) reuses, and while nothing moves only every 16th call: a
-  // poll round of the shm FIFOs takes tens of nanoseconds, and reading the
+  endRound(moved, active);
+  return moved || active;
+}
+
+bool Engine::pollTransports(bool* active) {
+  uint64_t activity = 0;
+  for (Transport* t : transports_) {
+    Status st = t->progress();
+    if (st.isError()) {
+      fail(st.withContext(strFormat("rank %d", rank_)));
+      return false;
+    }
+    activity += t->activity();
+  }
+  // Bytes moved without completing a step (a long message arriving piece
+  // by piece): not idle, so the spin budget is not spent and the rank does
+  // not sleep between the pieces; but no progress for the stall checks.
+  *active = activity != lastActivity_;
+  lastActivity_ = activity;
+  return true;
+}
+
+void Engine::endRound(bool moved, bool active) {
+  // At most one clock read per round, which idleWait (following every
+  // round) reuses, and while nothing moves only every 16th round: a poll
+  // round of the shm FIFOs takes tens of nanoseconds, and reading the
   // clock every round was 13% of a small collective's time. The spin
   // budget and the stall checks it serves count microseconds and seconds.
   if (moved || active || ++idleCalls_ >= 16) {
@@ -619,11 +628,99 @@ bool Engine::progress() {
     lastNowNs_.store(now, std::memory_order_relaxed);
     if (moved) {
       lastProgressNs_ = now;
-    } else if (!ops_.empty()) {
+    } else if (!ops_.empty() || alone_) {
       checkStalled(now);
     }
   }
-  return moved || active;
+}
+
+Op& Engine::aloneOp() {
+  if (!aloneOp_) aloneOp_.reset(new Op());
+  Op& op = *aloneOp_;
+  // What runAlone and fillOp do not set again: the record, the run's state.
+  new (&op.rec) telemetry::OpRecord;
+  op.firstPending = 0;
+  op.doneCount = 0;
+  op.finished = false;
+  op.status = Status();
+  return op;
+}
+
+Status Engine::runAlone(Op& op, const std::atomic<bool>& aborting) {
+  const size_t n = op.schedule().steps.size();
+  if (!op.enqueueNs) op.enqueueNs = op.rec.entryNs ? op.rec.entryNs : nowNs();
+  op.state.assign(n, Op::kPending);
+  if (op.comps.size() < n) op.comps.resize(n);
+  op.lw = nullptr;
+  op.deviceEps = false;
+  op.mem = MemType::Host;
+  if (!error_.isOk()) {
+    finishOp(op, error_);
+    return op.status;
+  }
+  const size_t need = op.schedule().scratchBytes;
+  if (op.scratch && op.scratchLen < need) {
+    giveBackScratch(op);
+    op.scratch.reset();
+    op.scratchLen = 0;
+  }
+  if (need && !op.scratch) {
+    Status st = takeScratch(op);
+    if (st.isError()) {
+      finishOp(op, st.withContext(strFormat("rank %d: %s", rank_, op.describe().c_str())));
+      return op.status;
+    }
+  }
+  if (n == 0) {
+    finishOp(op, Status());
+    return op.status;
+  }
+  lastProgressNs_ = op.enqueueNs;
+  alone_ = &op;
+  // The rounds of progress(), for this one op: its ready steps are posted
+  // before the first poll; then poll, advance, wait while idle.
+  int idle = 0;
+  bool polled = false;
+  for (;;) {
+    // The first round's clock is the call's (a few hundred nanoseconds old).
+    roundClockNs_ = polled ? 0 : op.enqueueNs;
+    bool active = false;
+    if (polled && !pollTransports(&active)) break;
+    if (++gen_ == 0) {
+      std::fill(sendGen_.begin(), sendGen_.end(), 0);
+      std::fill(recvGen_.begin(), recvGen_.end(), 0);
+      gen_ = 1;
+    }
+    size_t budget = kScanBudget;
+    const bool moved = advanceOp(op, sendGen_, recvGen_, gen_, &budget);
+    if (!error_.isOk()) break;
+    if (op.finished) {
+      // Done without a poll (sends taken at once): every 32nd such op
+      // still polls, as progress() does, so that a rank that only sends
+      // keeps hearing of its peers.
+      if (!polled && ++unpolled_ >= 32 && !pollTransports(&active)) break;
+      if (polled || unpolled_ >= 32) unpolled_ = 0;
+      endRound(true, active);
+      break;
+    }
+    polled = true;
+    endRound(moved, active);
+    if (!error_.isOk()) break;
+    if (aborting.load(std::memory_order_relaxed)) {
+      fail(Status(WEFT_ERR_ABORTED, "communicator was aborted"));
+      break;
+    }
+    idle = moved || active ? 0 : idle + 1;
+    if (idle) idleWait(idle);
+  }
+  alone_ = nullptr;
+  if (op.scratchLen > kKeepScratch) {
+    // A large buffer goes back to the pool, as a queued op's does.
+    giveBackScratch(op);
+    op.scratch.reset();
+    op.scratchLen = 0;
+  }
+  return op.status;
 }
 
 void Engine::checkStalled(uint64_t now) {
@@ -631,24 +728,23 @@ void Engine::checkStalled(uint64_t now) {
   if (idleS < 1.0) return;
   // The peers the oldest unfinished op waits for.
   std::vector<int> waiting;
-  const Op* oldest = nullptr;
+  const Op* oldest = alone_ && !alone_->finished ? alone_ : nullptr;
   for (auto& op : ops_) {
-    if (op->finished) continue;
-    oldest = op.get();
-    if (op->runner) {
-      op->runner->waitingFor(&waiting);
-      break;
-    }
-    for (size_t i = op->firstPending; i < op->state.size(); ++i) {
-      const Step& s = op->schedule().steps[i];
-      if (op->state[i] == Op::kDone || s.peer < 0) continue;
+    if (oldest) break;
+    if (!op->finished) oldest = op.get();
+  }
+  if (!oldest) return;
+  if (oldest->runner) {
+    oldest->runner->waitingFor(&waiting);
+  } else {
+    for (size_t i = oldest->firstPending; i < oldest->state.size(); ++i) {
+      const Step& s = oldest->schedule().steps[i];
+      if (oldest->state[i] == Op::kDone || s.peer < 0) continue;
       if (std::find(waiting.begin(), waiting.end(), s.peer) == waiting.end())
         waiting.push_back(s.peer);
       if (waiting.size() >= 8) break;
     }
-    break;
   }
-  if (!oldest) return;
   if (tel_) tel_->checkStall(oldest->rec, waiting, now);
   if (now - lastLivenessNs_ > 1000000000ull) {
     lastLivenessNs_ = now;

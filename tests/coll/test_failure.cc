@@ -4,6 +4,7 @@
 
 #include <csignal>
 #include <chrono>
+#include <thread>
 
 #include "coll/harness.h"
 
@@ -122,6 +123,29 @@ TEST_CASE("failure: abort returns promptly with a hung peer - and a new comm wor
   CHECK(err == "");
   CHECK(x == 3.0f);
   for (auto c : comms) weft_comm_destroy(c);
+}
+
+// A blocking call with nothing else in flight runs straight through on the
+// caller's thread, holding the communicator's lock (Engine::runAlone): its
+// waits must still end, and the timeout must name the rank it waits for.
+TEST_CASE("failure: a lone blocking call over tcp times out naming the rank that never called",
+          "[failure][timeout]") {
+  ScopedEnv tr("WEFT_TRANSPORTS", "tcp");
+  ScopedEnv lo("WEFT_SOCKET_IFNAME", "lo");
+  ScopedEnv to("WEFT_TIMEOUT_S", "2");
+  std::vector<weft_comm_t> comms(2);
+  REQUIRE(weft_comm_init_all(comms.data(), 2) == WEFT_SUCCESS);
+  std::vector<float> v(1000, 1.0f), before = v;
+  auto t0 = std::chrono::steady_clock::now();
+  weft_result_t r = weft_allreduce(v.data(), v.data(), 1000, WEFT_FLOAT32, WEFT_SUM, comms[0], nullptr);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::string msg = weft_get_last_error(comms[0]);
+  INFO(msg);
+  CHECK(r == WEFT_ERR_TIMEOUT);
+  CHECK(msg.find("waiting for rank 1") != std::string::npos);
+  CHECK(secs >= 1.5);
+  CHECK(secs < 10);
+  for (auto c : comms) weft_comm_abort(c);
 }
 
 TEST_CASE("failure: a rank that never joins times out naming it", "[failure][timeout]") {
