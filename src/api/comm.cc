@@ -319,28 +319,44 @@ Status Comm::runNow(const CollArgs& args, weft_datatype_t dt, const void* send, 
 // the same collectives every step copies them instead of building them
 // again (a small allreduce's schedule took about a tenth of its engine
 // work), and share them (Op::shared) instead of copying them (a tenth of
-// the rest). Eight entries, replaced round-robin; an op in flight keeps its
+// the rest). So do the op's tag bits, lengths and record description,
+// which also depend on the datatype. Eight entries, replaced round-robin;
+// the last one found is looked at first. An op in flight keeps its
 // schedule alive.
-const std::shared_ptr<const Schedule>* Comm::cachedSchedule(const CollArgs& a, Algo algo,
-                                                            size_t chunk) const {
-  for (const SchedEntry& e : schedCache_)
-    if (e.algo == algo && e.chunk == chunk && e.args.type == a.type && e.args.count == a.count &&
-        e.args.eltSize == a.eltSize && e.args.op == a.op && e.args.root == a.root &&
-        e.args.peer == a.peer && e.args.inPlace == a.inPlace)
-      return &e.sched;
+namespace {
+
+bool sameShape(const CollArgs& a, const CollArgs& b) {
+  return a.type == b.type && a.count == b.count && a.eltSize == b.eltSize && a.op == b.op &&
+         a.root == b.root && a.peer == b.peer && a.inPlace == b.inPlace;
+}
+
+}  // namespace
+
+const Comm::ShapeEntry* Comm::cachedShape(const CollArgs& a, weft_datatype_t dt, Algo algo,
+                                          size_t chunk) {
+  auto same = [&](const ShapeEntry& e) {
+    return e.dt == dt && e.algo == algo && e.chunk == chunk && sameShape(e.args, a);
+  };
+  if (shapeHit_ < shapes_.size() && same(shapes_[shapeHit_])) return &shapes_[shapeHit_];
+  for (size_t i = 0; i < shapes_.size(); ++i)
+    if (same(shapes_[i])) {
+      shapeHit_ = i;
+      return &shapes_[i];
+    }
   return nullptr;
 }
 
-void Comm::cacheSchedule(const CollArgs& a, Algo algo, size_t chunk,
-                         std::shared_ptr<const Schedule> s) {
+const Comm::ShapeEntry& Comm::cacheShape(ShapeEntry e) {
   constexpr size_t kEntries = 8;
-  SchedEntry e{a, algo, chunk, std::move(s)};
-  if (schedCache_.size() < kEntries) {
-    schedCache_.push_back(std::move(e));
+  if (shapes_.size() < kEntries) {
+    shapeHit_ = shapes_.size();
+    shapes_.push_back(std::move(e));
   } else {
-    schedCache_[schedNext_] = std::move(e);
-    schedNext_ = (schedNext_ + 1) % kEntries;
+    shapeHit_ = shapeNext_;
+    shapes_[shapeNext_] = std::move(e);
+    shapeNext_ = (shapeNext_ + 1) % kEntries;
   }
+  return shapes_[shapeHit_];
 }
 
 Status Comm::enqueue(const CollArgs& args, weft_datatype_t dt, const void* send, void* recv,
@@ -365,11 +381,21 @@ Status Comm::fillOp(Op& op, const CollArgs& args, weft_datatype_t dt, const void
     op.runner.reset(ao);
     op.sched.algorithm = "shm";
     if (tel()) ao->setTelemetry(tel(), &op.rec, shmTx_);
+    op.tag = opTag(args, dt, op.seq);
+    op.send = static_cast<uint8_t*>(const_cast<void*>(send));
+    op.recv = static_cast<uint8_t*>(recv);
+    op.sendLen = sendBytes(args, nranks_, rank_);
+    op.recvLen = recvBytes(args, nranks_, rank_);
+    if (tel()) startRecord(op.rec, args, dt, op.seq, algoName(Algo::Shm), callNs);
   } else {
     const size_t chunk = cfg_.chunkBytes ? cfg_.chunkBytes : choice.chunkBytes;
-    if (const std::shared_ptr<const Schedule>* cached = cachedSchedule(args, choice.algo, chunk)) {
-      if (op.shared != *cached) op.shared = *cached;
-    } else {
+    const ShapeEntry* e = cachedShape(args, dt, choice.algo, chunk);
+    if (!e) {
+      ShapeEntry n;
+      n.args = args;
+      n.dt = dt;
+      n.algo = choice.algo;
+      n.chunk = chunk;
       BuildParams p;
       p.rank = rank_;
       p.nranks = nranks_;
@@ -377,29 +403,37 @@ Status Comm::fillOp(Op& op, const CollArgs& args, weft_datatype_t dt, const void
       p.slots = 4;
       p.algo = choice.algo;
       if (choice.algo == Algo::Hierarchical) p.hosts = hostIds_;
-      Status bs = topo::buildScheduleInRingOrder(topo_, args, p, &op.sched);
+      Schedule built;
+      Status bs = topo::buildScheduleInRingOrder(topo_, args, p, &built);
       if (bs.isError()) {
         if (op.seq) --collSeq_;
         return bs;
       }
-      auto built = std::make_shared<Schedule>(std::move(op.sched));
-      op.sched = Schedule();
-      op.shared = built;
-      cacheSchedule(args, choice.algo, chunk, std::move(built));
+      n.sched = std::make_shared<Schedule>(std::move(built));
+      n.tag0 = opTag(args, dt, 0);
+      n.sendLen = sendBytes(args, nranks_, rank_);
+      n.recvLen = recvBytes(args, nranks_, rank_);
+      if (tel_)
+        describeRecord(n.rec, args, dt,
+                       algoName(choice.algo == Algo::Auto ? defaultAlgo(args.type) : choice.algo));
+      e = &cacheShape(std::move(n));
+    }
+    if (op.shared != e->sched) op.shared = e->sched;
+    op.tag = opTagWithSeq(e->tag0, op.seq);
+    op.send = static_cast<uint8_t*>(const_cast<void*>(send));
+    op.recv = static_cast<uint8_t*>(recv);
+    op.sendLen = e->sendLen;
+    op.recvLen = e->recvLen;
+    if (telemetry::Telemetry* t = tel()) {
+      copyDescription(e->rec, &op.rec);
+      op.rec.seq = op.seq;
+      t->begin(op.rec, callNs ? callNs : nowNs());
     }
   }
-  op.tag = opTag(args, dt, op.seq);
-  op.send = static_cast<uint8_t*>(const_cast<void*>(send));
-  op.recv = static_cast<uint8_t*>(recv);
-  op.sendLen = sendBytes(args, nranks_, rank_);
   if (stageSend && op.sendLen) {
     op.staged.assign(op.send, op.send + op.sendLen);
     op.send = op.staged.data();
   }
-  op.recvLen = recvBytes(args, nranks_, rank_);
-  if (tel())
-    startRecord(op.rec, args, dt, op.seq,
-                algoName(choice.algo == Algo::Auto ? defaultAlgo(args.type) : choice.algo), callNs);
   op.enqueueNs = callNs;
   WEFT_TRACE(kColl, "rank %d: %s algorithm %s, %zu steps", rank_, op.describe().c_str(),
              op.schedule().algorithm, op.schedule().steps.size());

@@ -124,6 +124,8 @@ class Comm {
   telemetry::OpRecord& openArenaRecord(const CollArgs& args, weft_datatype_t dt, uint64_t seq,
                                        uint64_t callNs);
   // What the op is: type, datatype, op, root, count, bytes, algorithm.
+  // Copies what describeRecord wrote.
+  static void copyDescription(const telemetry::OpRecord& from, telemetry::OpRecord* to);
   void describeRecord(telemetry::OpRecord& r, const CollArgs& args, weft_datatype_t dt,
                       const char* algo) const;
   telemetry::Telemetry* tel() const { return tel_ && tel_->on() ? tel_.get() : nullptr; }
@@ -155,18 +157,23 @@ class Comm {
   CostModel model_;
   topo::CommTopology topo_;   // the View: ring order, path class per peer
   std::vector<int> hostIds_;  // host index of each rank (BuildParams::hosts)
-  // Recently built schedules (Comm::enqueue), under mu.
-  struct SchedEntry {
+  // What a call's shape (CollArgs, datatype, algorithm, chunk) decides,
+  // kept for the next call of that shape (Comm::fillOp), under mu.
+  struct ShapeEntry {
     CollArgs args;
-    Algo algo;
-    size_t chunk;
+    weft_datatype_t dt = WEFT_NUM_DATATYPES;
+    Algo algo = Algo::Auto;
+    size_t chunk = 0;
     std::shared_ptr<const Schedule> sched;
+    uint64_t tag0 = 0;  // opTag with sequence number 0
+    size_t sendLen = 0, recvLen = 0;
+    telemetry::OpRecord rec;  // what the op is (describeRecord), with telemetry
   };
-  std::vector<SchedEntry> schedCache_;
-  size_t schedNext_ = 0;
-  const std::shared_ptr<const Schedule>* cachedSchedule(const CollArgs& a, Algo algo,
-                                                        size_t chunk) const;
-  void cacheSchedule(const CollArgs& a, Algo algo, size_t chunk, std::shared_ptr<const Schedule> s);
+  std::vector<ShapeEntry> shapes_;
+  size_t shapeNext_ = 0;  // replaced next, once full
+  size_t shapeHit_ = 0;   // found last
+  const ShapeEntry* cachedShape(const CollArgs& a, weft_datatype_t dt, Algo algo, size_t chunk);
+  const ShapeEntry& cacheShape(ShapeEntry e);
   AlgoRules rules_;  // WEFT_ALGO
   struct CachedChoice {
     CollType type = CollType::Send;

@@ -73,6 +73,18 @@ telemetry::OpRecord& Comm::openArenaRecord(const CollArgs& args, weft_datatype_t
   return r;
 }
 
+void Comm::copyDescription(const telemetry::OpRecord& from, telemetry::OpRecord* to) {
+  to->type = from.type;
+  to->dtype = from.dtype;
+  to->op = from.op;
+  to->root = from.root;
+  to->count = from.count;
+  to->bytes = from.bytes;
+  to->algo = from.algo;
+  to->timeWork = from.timeWork;
+}
+
+// copyDescription copies what this writes: a field added here goes there too.
 void Comm::describeRecord(telemetry::OpRecord& r, const CollArgs& args, weft_datatype_t dt,
                           const char* algo) const {
   r.type = static_cast<uint8_t>(args.type);

@@ -346,16 +346,14 @@ bool Engine::copyStep(Op& op, size_t i, Status* st) {
   return true;
 }
 
-Endpoint* Engine::endpoint(const Op& op, const Step& s) const {
-  if (!op.deviceEps) return eps_[s.peer];
+Endpoint* Engine::deviceRouteEndpoint(const Op& op, const Step& s) const {
   OpPlacement p;
   p.deviceEndpoints = true;
   p.mem = op.mem;
   return routeStep(p, s, rank_).device ? devEps_[s.peer] : eps_[s.peer];
 }
 
-MemType Engine::memOf(const Op& op, const Step& s) const {
-  if (!op.deviceEps) return MemType::Host;
+MemType Engine::deviceRouteMem(const Op& op, const Step& s) const {
   OpPlacement p;
   p.deviceEndpoints = true;
   p.mem = op.mem;

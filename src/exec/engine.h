@@ -127,8 +127,14 @@ class Engine {
   void endRound(bool moved, bool active);
   uint8_t* bind(Op& op, BufRef ref) const;
   // The endpoint and MemType of transfer step `s` (exec/placement.h's routeStep).
-  Endpoint* endpoint(const Op& op, const Step& s) const;
-  MemType memOf(const Op& op, const Step& s) const;
+  Endpoint* endpoint(const Op& op, const Step& s) const {
+    return op.deviceEps ? deviceRouteEndpoint(op, s) : eps_[s.peer];
+  }
+  MemType memOf(const Op& op, const Step& s) const {
+    return op.deviceEps ? deviceRouteMem(op, s) : MemType::Host;
+  }
+  Endpoint* deviceRouteEndpoint(const Op& op, const Step& s) const;
+  MemType deviceRouteMem(const Op& op, const Step& s) const;
   // Scratch buffers are reused across ops (no allocation, no zeroing per op).
   Status takeScratch(Op& op);
   void giveBackScratch(Op& op);

@@ -44,8 +44,10 @@ uint64_t opTag(const CollArgs& args, weft_datatype_t dt, uint64_t seq) {
                       args.type == CollType::ReduceScatter)
                          ? static_cast<uint8_t>(args.op)
                          : 0;
-  return (seq & 0xffffffull) << 40 | (h & 0xffff) << 24 | static_cast<uint64_t>(op) << 16 |
-         static_cast<uint64_t>(static_cast<uint8_t>(dt)) << 8 | static_cast<uint64_t>(args.type);
+  return opTagWithSeq((h & 0xffff) << 24 | static_cast<uint64_t>(op) << 16 |
+                          static_cast<uint64_t>(static_cast<uint8_t>(dt)) << 8 |
+                          static_cast<uint64_t>(args.type),
+                      seq);
 }
 
 std::string Op::describe() const { return describeOp(args, dtype, seq); }

@@ -130,5 +130,10 @@ struct Op {
 // both calls (core/tag.h prints tags). Point-to-point messages carry a fixed
 // tag: they match by order alone.
 uint64_t opTag(const CollArgs& args, weft_datatype_t dt, uint64_t seq);
+// opTag(args, dt, seq) from opTag(args, dt, 0): the sequence number's bits
+// are the top ones, the rest depends on the call's shape only.
+inline uint64_t opTagWithSeq(uint64_t tagOfSeq0, uint64_t seq) {
+  return tagOfSeq0 | (seq & 0xffffffull) << 40;
+}
 
 }  // namespace weft
