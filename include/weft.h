@@ -151,7 +151,10 @@ weft_result_t weft_comm_abort(weft_comm_t comm);
 weft_result_t weft_comm_rank(weft_comm_t comm, int *rank);
 weft_result_t weft_comm_size(weft_comm_t comm, int *size);
 /* The first asynchronous error of the comm (a peer failed while nonblocking
- * work ran), WEFT_SUCCESS when none, WEFT_IN_PROGRESS while work is pending. */
+ * work ran), WEFT_SUCCESS when none, WEFT_IN_PROGRESS while work is pending.
+ * Never waits behind another thread's call on the comm (a watchdog may poll
+ * it while a blocking collective waits for a hung peer): that call's work
+ * is then reported as WEFT_IN_PROGRESS. */
 weft_result_t weft_comm_get_async_error(weft_comm_t comm, weft_result_t *async_error);
 
 /* ---- Collectives ------------------------------------------------------- */

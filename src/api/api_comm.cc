@@ -192,7 +192,6 @@ weft_result_t weft_comm_get_async_error(weft_comm_t comm, weft_result_t* async_e
   std::shared_ptr<Comm> c = lookupComm(comm, &st);
   if (!c) return setError(static_cast<Comm*>(nullptr), st);
   if (!async_error) return setError(c.get(), invalidArgument("async_error is NULL"));
-  c->progressOnce();
   Status a = c->asyncError();
   if (a.isError()) setError(c.get(), a);
   *async_error = a.code();

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "core/clock.h"
@@ -294,7 +295,10 @@ Status Comm::runNow(const CollArgs& args, weft_datatype_t dt, const void* send, 
   // the lock, without the engine's queue (Engine::runAlone). Not a send or
   // receive: threads may block on those in either order, and one waiting
   // must not keep the other from posting.
-  if (engine_->canRunAlone() && args.type != CollType::Send && args.type != CollType::Recv) {
+  // Small ones only: the lock is held throughout, and a watchdog's
+  // asyncError() then answers "in progress" without waiting.
+  if (engine_->canRunAlone() && args.type != CollType::Send && args.type != CollType::Recv &&
+      args.count * args.eltSize <= kAloneMaxBytes) {
     const Choice& choice = chooseAlgo(args);
     if (choice.algo != Algo::Shm) {
       Op& op = engine_->aloneOp();
@@ -485,8 +489,19 @@ void Comm::progressLoop() {
 }
 
 Status Comm::asyncError() {
-  std::lock_guard<Mutex> lk(mu);
+  // The polling call of watchdog threads: it must not wait behind another
+  // thread's blocking call (which holds the lock until it ends, perhaps
+  // until its timeout). A lock held for more than a moment means an op is
+  // running there: in progress.
+  std::unique_lock<Mutex> lk(mu, std::try_to_lock);
+  for (int i = 0; !lk.owns_lock(); ++i) {
+    if (closed_) return Status(WEFT_ERR_ABORTED, "communicator was aborted");
+    if (i >= 200) return Status::inProgress();
+    std::this_thread::sleep_for(std::chrono::microseconds(5));
+    lk.try_lock();
+  }
   if (closed_) return Status(WEFT_ERR_ABORTED, "communicator was aborted");
+  if (engine_) engine_->progress();
   if (!engine_) return Status();
   if (engine_->error().isError()) return engine_->error();
   if (engine_->busy()) return Status::inProgress();

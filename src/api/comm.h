@@ -68,7 +68,12 @@ class Comm {
   Status finalize();
   // Fails everything with WEFT_ERR_ABORTED and closes sockets and memory now.
   void abort();
+  // The sticky error, "in progress" while ops run; progresses them once.
+  // Never waits long for the lock (weft_comm_get_async_error polls it).
   Status asyncError();
+  // The largest block (count x element size) a blocking call runs alone
+  // (Engine::runAlone); larger ones go through the queue.
+  static constexpr size_t kAloneMaxBytes = 256 << 10;
   // The device path (comm_device.cc): the facts src/cuda/device_path.h
   // decides on, and whether an op must not run on the shm arena.
   void devicePathFacts(cuda::DevicePathFacts* f) const;

@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <csignal>
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -145,6 +147,46 @@ TEST_CASE("failure: a lone blocking call over tcp times out naming the rank that
   CHECK(msg.find("waiting for rank 1") != std::string::npos);
   CHECK(secs >= 1.5);
   CHECK(secs < 10);
+  for (auto c : comms) weft_comm_abort(c);
+}
+
+TEST_CASE("failure: the async-error poll answers at once while another thread waits in a call",
+          "[failure][timeout]") {
+  // A watchdog thread polls weft_comm_get_async_error while the main one
+  // is blocked in an allreduce that rank 1 never joins: each poll returns
+  // "in progress" at once; after the timeout it returns the error.
+  ScopedEnv tr("WEFT_TRANSPORTS", "tcp");
+  ScopedEnv lo("WEFT_SOCKET_IFNAME", "lo");
+  ScopedEnv to("WEFT_TIMEOUT_S", "2");
+  std::vector<weft_comm_t> comms(2);
+  REQUIRE(weft_comm_init_all(comms.data(), 2) == WEFT_SUCCESS);
+  std::atomic<bool> done{false};
+  weft_result_t r = WEFT_SUCCESS;
+  std::thread t([&] {
+    float x = 1;
+    r = weft_allreduce(&x, &x, 1, WEFT_FLOAT32, WEFT_SUM, comms[0], nullptr);
+    done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  double slowest = 0;
+  int polls = 0, inProgress = 0;
+  while (!done && polls < 100) {
+    weft_result_t a = WEFT_SUCCESS;
+    auto t0 = std::chrono::steady_clock::now();
+    CHECK(weft_comm_get_async_error(comms[0], &a) == WEFT_SUCCESS);
+    slowest = std::max(slowest,
+                       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    ++polls;
+    if (a == WEFT_IN_PROGRESS) ++inProgress;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  t.join();
+  CHECK(r == WEFT_ERR_TIMEOUT);
+  CHECK(inProgress > 10);
+  CHECK(slowest < 0.2);
+  weft_result_t a = WEFT_SUCCESS;
+  CHECK(weft_comm_get_async_error(comms[0], &a) == WEFT_SUCCESS);
+  CHECK(a == WEFT_ERR_TIMEOUT);
   for (auto c : comms) weft_comm_abort(c);
 }
 
