@@ -95,7 +95,7 @@ void Engine::recycle(std::unique_ptr<Op>& op) {
       keep = std::move(op->scratch);
       keepLen = op->scratchLen;
     } else {
-      giveBackScratch(*op);
+      giveBackScratch(*op, op->lw);
     }
     op->reset();
     op->scratch = std::move(keep);
@@ -103,7 +103,7 @@ void Engine::recycle(std::unique_ptr<Op>& op) {
     freeOps_.push_back(std::move(op));
     return;
   }
-  giveBackScratch(*op);
+  giveBackScratch(*op, op->lw);
   op.reset();
 }
 
@@ -154,16 +154,9 @@ void Engine::enqueue(std::unique_ptr<Op> op) {
     recycle(op);
     return;
   }
-  if (op->scratch && (op->lw || op->scratchLen < op->schedule().scratchBytes)) {
-    // What the op kept (recycle) is host memory and too small, or the op
-    // runs on a backend: back to the pool.
-    LocalWork* lw = op->lw;
-    op->lw = nullptr;
-    giveBackScratch(*op);
-    op->scratch.reset();  // the pool kept larger ones
-    op->scratchLen = 0;
-    op->lw = lw;
-  }
+  // What the op kept (recycle) is host memory: back to the pool when too
+  // small, or when the op runs on a backend.
+  if (op->scratch && (op->lw || op->scratchLen < op->schedule().scratchBytes)) dropScratch(*op);
   if (op->schedule().scratchBytes && !op->scratch) {
     Status st = takeScratch(*op);
     if (st.isError()) {
@@ -219,7 +212,13 @@ Status Engine::takeScratch(Op& op) {
   return Status();
 }
 
-void Engine::giveBackScratch(Op& op) {
+void Engine::dropScratch(Op& op) {
+  giveBackScratch(op, nullptr);
+  op.scratch.reset();  // the pool kept larger ones
+  op.scratchLen = 0;
+}
+
+void Engine::giveBackScratch(Op& op, const LocalWork* from) {
   if (!op.scratch) return;
   if (spare_.size() >= kSpareScratch) {
     // Keep the largest buffers.
@@ -229,7 +228,7 @@ void Engine::giveBackScratch(Op& op) {
     if (spare_[smallest].len >= op.scratchLen) return;
     spare_.erase(spare_.begin() + static_cast<long>(smallest));
   }
-  spare_.push_back(Spare{op.scratchLen, std::move(op.scratch), op.lw});
+  spare_.push_back(Spare{op.scratchLen, std::move(op.scratch), from});
 }
 
 void Engine::finishOp(Op& op, const Status& st) {
@@ -657,11 +656,7 @@ Status Engine::runAlone(Op& op, const std::atomic<bool>& aborting) {
     return op.status;
   }
   const size_t need = op.schedule().scratchBytes;
-  if (op.scratch && op.scratchLen < need) {
-    giveBackScratch(op);
-    op.scratch.reset();
-    op.scratchLen = 0;
-  }
+  if (op.scratch && op.scratchLen < need) dropScratch(op);
   if (need && !op.scratch) {
     Status st = takeScratch(op);
     if (st.isError()) {
@@ -712,12 +707,8 @@ Status Engine::runAlone(Op& op, const std::atomic<bool>& aborting) {
     if (idle) idleWait(idle);
   }
   alone_ = nullptr;
-  if (op.scratchLen > kKeepScratch) {
-    // A large buffer goes back to the pool, as a queued op's does.
-    giveBackScratch(op);
-    op.scratch.reset();
-    op.scratchLen = 0;
-  }
+  // A large buffer goes back to the pool, as a queued op's does.
+  if (op.scratchLen > kKeepScratch) dropScratch(op);
   return op.status;
 }
 

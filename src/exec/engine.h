@@ -137,7 +137,11 @@ class Engine {
   MemType deviceRouteMem(const Op& op, const Step& s) const;
   // Scratch buffers are reused across ops (no allocation, no zeroing per op).
   Status takeScratch(Op& op);
-  void giveBackScratch(Op& op);
+  // Hands op.scratch (allocated by `from`; nullptr: host) to the pool,
+  // which keeps the largest few.
+  void giveBackScratch(Op& op, const LocalWork* from);
+  // The same for host scratch, and op.scratch is empty after.
+  void dropScratch(Op& op);
   // Takes a finished op out of ops_: scratch back to the pool, the Op to freeOps_.
   void retire(std::unique_ptr<Op>& op);
   // Gives back its scratch and keeps it (reset) for newOp, or frees it.
