@@ -127,27 +127,37 @@ TEST_CASE("failure: abort returns promptly with a hung peer - and a new comm wor
   for (auto c : comms) weft_comm_destroy(c);
 }
 
+// Two ranks as threads of this process over tcp, whose calls time out after
+// `timeoutS`; aborted at the end.
+struct TcpPair {
+  ScopedEnv tr{"WEFT_TRANSPORTS", "tcp"};
+  ScopedEnv lo{"WEFT_SOCKET_IFNAME", "lo"};
+  ScopedEnv to;
+  std::vector<weft_comm_t> comms = std::vector<weft_comm_t>(2);
+  explicit TcpPair(const char* timeoutS) : to("WEFT_TIMEOUT_S", timeoutS) {
+    REQUIRE(weft_comm_init_all(comms.data(), 2) == WEFT_SUCCESS);
+  }
+  ~TcpPair() {
+    for (auto c : comms) weft_comm_abort(c);
+  }
+};
+
 // A blocking call with nothing else in flight runs straight through on the
 // caller's thread, holding the communicator's lock (Engine::runAlone): its
 // waits must still end, and the timeout must name the rank it waits for.
 TEST_CASE("failure: a lone blocking call over tcp times out naming the rank that never called",
           "[failure][timeout]") {
-  ScopedEnv tr("WEFT_TRANSPORTS", "tcp");
-  ScopedEnv lo("WEFT_SOCKET_IFNAME", "lo");
-  ScopedEnv to("WEFT_TIMEOUT_S", "2");
-  std::vector<weft_comm_t> comms(2);
-  REQUIRE(weft_comm_init_all(comms.data(), 2) == WEFT_SUCCESS);
-  std::vector<float> v(1000, 1.0f), before = v;
+  TcpPair p("2");
+  std::vector<float> v(1000, 1.0f);
   auto t0 = std::chrono::steady_clock::now();
-  weft_result_t r = weft_allreduce(v.data(), v.data(), 1000, WEFT_FLOAT32, WEFT_SUM, comms[0], nullptr);
+  weft_result_t r = weft_allreduce(v.data(), v.data(), 1000, WEFT_FLOAT32, WEFT_SUM, p.comms[0], nullptr);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::string msg = weft_get_last_error(comms[0]);
+  std::string msg = weft_get_last_error(p.comms[0]);
   INFO(msg);
   CHECK(r == WEFT_ERR_TIMEOUT);
   CHECK(msg.find("waiting for rank 1") != std::string::npos);
   CHECK(secs >= 1.5);
   CHECK(secs < 10);
-  for (auto c : comms) weft_comm_abort(c);
 }
 
 TEST_CASE("failure: the async-error poll answers at once while another thread waits in a call",
@@ -155,16 +165,12 @@ TEST_CASE("failure: the async-error poll answers at once while another thread wa
   // A watchdog thread polls weft_comm_get_async_error while the main one
   // is blocked in an allreduce that rank 1 never joins: each poll returns
   // "in progress" at once; after the timeout it returns the error.
-  ScopedEnv tr("WEFT_TRANSPORTS", "tcp");
-  ScopedEnv lo("WEFT_SOCKET_IFNAME", "lo");
-  ScopedEnv to("WEFT_TIMEOUT_S", "2");
-  std::vector<weft_comm_t> comms(2);
-  REQUIRE(weft_comm_init_all(comms.data(), 2) == WEFT_SUCCESS);
+  TcpPair p("2");
   std::atomic<bool> done{false};
   weft_result_t r = WEFT_SUCCESS;
   std::thread t([&] {
     float x = 1;
-    r = weft_allreduce(&x, &x, 1, WEFT_FLOAT32, WEFT_SUM, comms[0], nullptr);
+    r = weft_allreduce(&x, &x, 1, WEFT_FLOAT32, WEFT_SUM, p.comms[0], nullptr);
     done = true;
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -173,7 +179,7 @@ TEST_CASE("failure: the async-error poll answers at once while another thread wa
   while (!done && polls < 100) {
     weft_result_t a = WEFT_SUCCESS;
     auto t0 = std::chrono::steady_clock::now();
-    CHECK(weft_comm_get_async_error(comms[0], &a) == WEFT_SUCCESS);
+    CHECK(weft_comm_get_async_error(p.comms[0], &a) == WEFT_SUCCESS);
     slowest = std::max(slowest,
                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     ++polls;
@@ -185,9 +191,8 @@ TEST_CASE("failure: the async-error poll answers at once while another thread wa
   CHECK(inProgress > 10);
   CHECK(slowest < 0.2);
   weft_result_t a = WEFT_SUCCESS;
-  CHECK(weft_comm_get_async_error(comms[0], &a) == WEFT_SUCCESS);
+  CHECK(weft_comm_get_async_error(p.comms[0], &a) == WEFT_SUCCESS);
   CHECK(a == WEFT_ERR_TIMEOUT);
-  for (auto c : comms) weft_comm_abort(c);
 }
 
 TEST_CASE("failure: a rank that never joins times out naming it", "[failure][timeout]") {
