@@ -292,11 +292,11 @@ Status Comm::runNow(const CollArgs& args, weft_datatype_t dt, const void* send, 
     return st;
   }
   // Nothing else in flight: the op runs to its end on this thread, holding
-  // the lock, without the engine's queue (Engine::runAlone). Not a send or
-  // receive: threads may block on those in either order, and one waiting
-  // must not keep the other from posting.
-  // Small ones only: the lock is held throughout, and a watchdog's
-  // asyncError() then answers "in progress" without waiting.
+  // the lock, without the engine's queue (Engine::runAlone). Small ones
+  // only, since the lock is held throughout (a watchdog's asyncError()
+  // answers "in progress" meanwhile). Not a send or receive: threads may
+  // block on those in either order, and one waiting must not keep the
+  // other from posting.
   if (engine_->canRunAlone() && args.type != CollType::Send && args.type != CollType::Recv &&
       args.count * args.eltSize <= kAloneMaxBytes) {
     const Choice& choice = chooseAlgo(args);

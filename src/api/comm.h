@@ -129,10 +129,10 @@ class Comm {
   telemetry::OpRecord& openArenaRecord(const CollArgs& args, weft_datatype_t dt, uint64_t seq,
                                        uint64_t callNs);
   // What the op is: type, datatype, op, root, count, bytes, algorithm.
-  // Copies what describeRecord wrote.
-  static void copyDescription(const telemetry::OpRecord& from, telemetry::OpRecord* to);
   void describeRecord(telemetry::OpRecord& r, const CollArgs& args, weft_datatype_t dt,
                       const char* algo) const;
+  // Copies what describeRecord wrote.
+  static void copyDescription(const telemetry::OpRecord& from, telemetry::OpRecord* to);
   telemetry::Telemetry* tel() const { return tel_ && tel_->on() ? tel_.get() : nullptr; }
   // openArenaRecord's last shape.
   CollArgs shapeArgs_;
