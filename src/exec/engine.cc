@@ -491,16 +491,20 @@ bool Engine::advanceOp(Op& op, std::vector<uint32_t>& sendGen, std::vector<uint3
   return moved;
 }
 
+void Engine::nextGen() {
+  if (++gen_ != 0) return;
+  // Wrapped: no stale mark may equal a new generation.
+  std::fill(sendGen_.begin(), sendGen_.end(), 0);
+  std::fill(recvGen_.begin(), recvGen_.end(), 0);
+  gen_ = 1;
+}
+
 // One pass over the ops in order: gates, runners, and every op's steps
 // (posting what is ready, collecting what completed). True if anything
 // moved; stops early on an error (error_ set).
 bool Engine::passOverOps() {
   bool moved = false;
-  if (++gen_ == 0) {
-    std::fill(sendGen_.begin(), sendGen_.end(), 0);
-    std::fill(recvGen_.begin(), recvGen_.end(), 0);
-    gen_ = 1;
-  }
+  nextGen();
   size_t budget = kScanBudget;
   bool runnerAhead = false;  // an earlier runner op is still running
   for (auto& op : ops_) {
@@ -679,11 +683,7 @@ Status Engine::runAlone(Op& op, const std::atomic<bool>& aborting) {
     roundClockNs_ = polled ? 0 : op.enqueueNs;
     bool active = false;
     if (polled && !pollTransports(&active)) break;
-    if (++gen_ == 0) {
-      std::fill(sendGen_.begin(), sendGen_.end(), 0);
-      std::fill(recvGen_.begin(), recvGen_.end(), 0);
-      gen_ = 1;
-    }
+    nextGen();
     size_t budget = kScanBudget;
     const bool moved = advanceOp(op, sendGen_, recvGen_, gen_, &budget);
     if (!error_.isOk()) break;

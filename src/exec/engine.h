@@ -120,6 +120,9 @@ class Engine {
   void finishOp(Op& op, const Status& st);
   void checkStalled(uint64_t now);
   bool passOverOps();
+  // A new pass over the steps: peers marked blocked (sendGen_, recvGen_) in
+  // earlier passes are free again.
+  void nextGen();
   // One poll of every transport; false after an error (error_ set).
   // *active: bytes moved without completing anything.
   bool pollTransports(bool* active);

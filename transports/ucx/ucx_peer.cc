@@ -96,6 +96,11 @@ Status UcxPeer::checkPost(MemType mem) const {
   return Status::ok();
 }
 
+Status UcxPeer::sendFailed(ucs_status_t st) const {
+  return Status(WEFT_ERR_REMOTE, strFormat("ucx transport: send to %s failed: %s",
+                                           describe().c_str(), ucs_status_string(st)));
+}
+
 Status UcxPeer::sendPart(MsgOp* op, int i, const void* data, size_t len, Kind k) {
   ucp_request_param_t prm{};
   prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -103,10 +108,7 @@ Status UcxPeer::sendPart(MsgOp* op, int i, const void* data, size_t len, Kind k)
   prm.user_data = &op->part[i];
   ucp_ep_h ep = k == Kind::Data ? bulkEp_ : ep_;
   ucs_status_ptr_t r = ucp_tag_send_nbx(ep, data, len, ucpTag(sh_->rank, k, op->seq), &prm);
-  if (UCS_PTR_IS_ERR(r))
-    return Status(WEFT_ERR_REMOTE,
-                  strFormat("ucx transport: send to %s failed: %s", describe().c_str(),
-                            ucs_status_string(UCS_PTR_STATUS(r))));
+  if (UCS_PTR_IS_ERR(r)) return sendFailed(UCS_PTR_STATUS(r));
   ++op->parts;
   if (r == nullptr) {
     partDone(op, i, UCS_OK, len);
@@ -164,8 +166,7 @@ Status UcxPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem,
       return Status::ok();
     }
     if (UCS_PTR_STATUS(r) != UCS_ERR_NO_RESOURCE) {
-      Status st(WEFT_ERR_REMOTE, strFormat("ucx transport: send to %s failed: %s", describe().c_str(),
-                                           ucs_status_string(UCS_PTR_STATUS(r))));
+      Status st = sendFailed(UCS_PTR_STATUS(r));
       fail(st);
       return st;
     }

@@ -111,6 +111,8 @@ class UcxPeer {
   }
   Status checkPost(MemType mem) const;
   Status sendPart(MsgOp* op, int i, const void* data, size_t len, Kind k);
+  // The error of a send UCP refused, naming the peer.
+  Status sendFailed(ucs_status_t st) const;
   Status recvPart(MsgOp* op, int i, void* data, size_t len, Kind k);
   void partDone(MsgOp* op, int i, ucs_status_t st, size_t got);
   void checkHeader(MsgOp* op, size_t got);
