@@ -146,7 +146,10 @@ weft_result_t weft_comm_split(weft_comm_t comm, int color, int key, weft_comm_t 
 weft_result_t weft_comm_destroy(weft_comm_t comm);
 /* Stops everything now: pending work fails with WEFT_ERR_ABORTED, sockets
  * and shared memory are closed, and the comm is freed. Returns promptly even
- * when peers are dead or hung. A new communicator may be created afterwards. */
+ * when peers are dead or hung. A new communicator may be created afterwards.
+ * May be called from another thread while a blocking call waits in the comm:
+ * that call returns WEFT_ERR_ABORTED, and the comm is freed only after every
+ * thread has left its calls on it. */
 weft_result_t weft_comm_abort(weft_comm_t comm);
 weft_result_t weft_comm_rank(weft_comm_t comm, int *rank);
 weft_result_t weft_comm_size(weft_comm_t comm, int *size);

@@ -1,6 +1,7 @@
 // The C API for collectives and point-to-point: argument checks (a clear
 // error and no buffer written on bad input), then one call of a group.
 #include "api/api_state.h"
+#include "api/call_guard.h"
 #include "core/clock.h"
 #include "cuda/runtime.h"
 #include "kernels/cpu/reduce.h"
@@ -93,6 +94,9 @@ Status check(const Comm* c, const Call& k, CollArgs* out, bool* needSendOut, boo
 
 weft_result_t submit(weft_comm_t comm, const Call& k, weft_stream_t stream) {
   Status st;
+  // Declared first, so the thread leaves its call on the comm (which
+  // lookupCommCached entered) after every use of it, setError included.
+  callguard::Scope inCall;
   Comm* c = lookupCommCached(comm, &st);
   GroupState& g = threadGroup();
   if (!c) {

@@ -5,12 +5,32 @@
 #include <thread>
 
 #include "api/api_state.h"
+#include "api/call_guard.h"
 #include "bootstrap/bootstrap.h"
 #include "core/log.h"
 
 using namespace weft;
 
 namespace {
+
+// How long destroy and abort wait for other threads to leave their calls on
+// the comm. Aborted, a blocked call leaves within microseconds.
+constexpr double kCallersLeaveS = 10.0;
+
+// Frees the handle, and the comm once no other thread is in a call on it
+// (call_guard.h). One still inside after kCallersLeaveS keeps the comm's
+// memory from being freed, for good.
+void retire(weft_comm_t comm, std::shared_ptr<Comm> c, const char* how) {
+  if (!callguard::waitForCallers(c.get(), kCallersLeaveS)) {
+    WEFT_WARN(kColl,
+              "a thread was still in a call on the communicator %.0f s after it was %s; its "
+              "memory is kept, not freed",
+              kCallersLeaveS, how);
+    static auto* kept = new std::vector<std::shared_ptr<Comm>>;  // never freed
+    kept->push_back(std::move(c));
+  }
+  delete comm;
+}
 
 weft_comm_t wrap(std::shared_ptr<Comm> impl) {
   weft_comm_t h = new weft_comm{kCommMagic, std::move(impl)};
@@ -154,7 +174,7 @@ weft_result_t weft_comm_destroy(weft_comm_t comm) {
   if (!c) return setError(static_cast<Comm*>(nullptr), st);
   unregisterComm(comm);
   st = c->finalize();
-  delete comm;
+  retire(comm, std::move(c), "destroyed");
   return st.isOk() ? WEFT_SUCCESS : setError(static_cast<Comm*>(nullptr), st);
 }
 
@@ -165,7 +185,7 @@ weft_result_t weft_comm_abort(weft_comm_t comm) {
   if (!c) return setError(static_cast<Comm*>(nullptr), st);
   unregisterComm(comm);
   c->abort();
-  delete comm;
+  retire(comm, std::move(c), "aborted");
   return WEFT_SUCCESS;
 }
 

@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "api/api_state.h"
+#include "api/call_guard.h"
 
 namespace weft {
 namespace {
@@ -25,6 +26,7 @@ thread_local std::string tlsLastError;
 std::atomic<uint64_t> gRegistryGen{1};
 
 void registerComm(weft_comm_t c) {
+  callguard::setUp();
   std::lock_guard<std::mutex> lk(registryMu());
   registry().insert(c);
   gRegistryGen.fetch_add(1, std::memory_order_acq_rel);
@@ -36,25 +38,49 @@ void unregisterComm(weft_comm_t c) {
   gRegistryGen.fetch_add(1, std::memory_order_acq_rel);
 }
 
+namespace {
+
+// lookupComm; when found, the calling thread enters a call on the comm
+// (call_guard.h) while the registry's lock keeps it registered.
+Comm* lookupCommEntering(weft_comm_t c, Status* st) {
+  if (!c) {
+    *st = invalidArgument("comm is NULL");
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> lk(registryMu());
+  if (!registry().count(c) || c->magic != kCommMagic) {
+    *st = invalidArgument("comm is not a live communicator (destroyed, aborted, or never created)");
+    return nullptr;
+  }
+  callguard::enter(c->impl.get());
+  return c->impl.get();
+}
+
+}  // namespace
+
 Comm* lookupCommCached(weft_comm_t c, Status* st) {
   // The last communicator this thread used, while no communicator was
   // created or destroyed since: a collective call then takes no lock and
   // no reference count (together some 60-80 ns per call here, a fifth of
-  // an 8-byte allreduce on shared memory). A destroyed handle always misses
-  // (its destroy moved the generation) and fails as before. Not owning:
-  // destroying a communicator while another thread still calls it is
-  // undefined, as in NCCL.
+  // an 8-byte allreduce on shared memory). The thread enters a call on it
+  // first (call_guard.h): abort or destroy on another thread then waits for
+  // this call to end before freeing the comm. A destroyed handle always
+  // misses (its destroy moved the generation) and fails as before.
   // initial-exec: no __tls_get_addr call (24 bytes of static TLS).
   static thread_local weft_comm_t lastHandle __attribute__((tls_model("initial-exec"))) = nullptr;
   static thread_local uint64_t lastGen __attribute__((tls_model("initial-exec"))) = 0;
   static thread_local Comm* last __attribute__((tls_model("initial-exec"))) = nullptr;
+  if (c && c == lastHandle) {
+    callguard::enter(last);
+    if (gRegistryGen.load(std::memory_order_acquire) == lastGen) return last;
+    callguard::leave();
+  }
   const uint64_t gen = gRegistryGen.load(std::memory_order_acquire);
-  if (c && c == lastHandle && gen == lastGen) return last;
-  std::shared_ptr<Comm> found = lookupComm(c, st);
+  Comm* found = lookupCommEntering(c, st);
   if (!found) return nullptr;
   lastHandle = c;
   lastGen = gen;
-  last = found.get();
+  last = found;
   return last;
 }
 

@@ -195,6 +195,54 @@ TEST_CASE("failure: the async-error poll answers at once while another thread wa
   CHECK(a == WEFT_ERR_TIMEOUT);
 }
 
+// A watchdog's last resort: another thread aborts the communicator while a
+// blocking call waits in it for a rank that never calls. The call ends at
+// once with WEFT_ERR_ABORTED, and nothing it touches on its way out has
+// been freed (the ASan build of this test checks that).
+void abortWhileBlocked(std::vector<weft_comm_t>& comms, size_t count) {
+  std::atomic<bool> done{false};
+  weft_result_t r = WEFT_SUCCESS;
+  std::string msg;
+  std::vector<float> v(count, 1.0f);
+  std::thread t([&] {
+    r = weft_allreduce(v.data(), v.data(), count, WEFT_FLOAT32, WEFT_SUM, comms[0], nullptr);
+    msg = weft_get_last_error(nullptr);
+    done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK_FALSE(done.load());
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK(weft_comm_abort(comms[0]) == WEFT_SUCCESS);
+  comms[0] = nullptr;
+  while (!done && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10))
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  t.join();
+  INFO(msg);
+  CHECK(r == WEFT_ERR_ABORTED);
+  CHECK(msg.find("aborted") != std::string::npos);
+  CHECK(secs < 2.0);
+}
+
+TEST_CASE("failure: abort from another thread ends a blocking call waiting for a hung rank",
+          "[failure][abort]") {
+  SECTION("a small call over tcp (it runs alone on the caller's thread)") {
+    TcpPair p("60");
+    abortWhileBlocked(p.comms, 1000);
+  }
+  SECTION("a large call over tcp (queued, the caller waits for it)") {
+    TcpPair p("60");
+    abortWhileBlocked(p.comms, 1 << 20);
+  }
+  SECTION("a small call over shared memory (the arena)") {
+    ScopedEnv to("WEFT_TIMEOUT_S", "60");
+    std::vector<weft_comm_t> comms(2);
+    REQUIRE(weft_comm_init_all(comms.data(), 2) == WEFT_SUCCESS);
+    abortWhileBlocked(comms, 1000);
+    weft_comm_abort(comms[1]);
+  }
+}
+
 TEST_CASE("failure: a rank that never joins times out naming it", "[failure][timeout]") {
   ScopedEnv t("WEFT_BOOTSTRAP_TIMEOUT_S", "2");
   weft_unique_id_t id;
