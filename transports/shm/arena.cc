@@ -44,9 +44,11 @@ Arena::Arena(int rank, int nranks, std::vector<Segment*> blocks, std::vector<Pid
     ring_.push_back(Segment::payload(blocks[r]->slot(4)));
   }
   // Ring slots of up to 4 KiB (a 64-byte header, then data) in the fifth
-  // buffer; smaller when the chunk is (at least 256 bytes: chunks are >= 4K).
+  // buffer; smaller when the chunk is (with a 4 KiB chunk, the header
+  // alone: the ring then takes no broadcast, ringPayload() being 0).
+  static_assert(4096 / kRingSlots >= sizeof(RingSlot), "a ring slot fits the smallest chunk");
   ringSlotBytes_ = std::min<size_t>(4096, chunk_ / kRingSlots) / 64 * 64;
-  // Fault the broadcast rings in now (64 KiB per rank): the first small
+  // Fault the broadcast rings in now (256 KiB per rank): the first small
   // broadcasts otherwise pay a page fault per slot, on the writer and on
   // every reader, and a short benchmark's first size measured that.
   const size_t ringBytes = kRingSlots * ringSlotBytes_;
