@@ -91,6 +91,7 @@ Config Config::fromEnv() {
   if (c.shmArenaChunk && c.shmArenaChunk < 4096) c.shmArenaChunk = 4096;
   c.spinUs = envLong("WEFT_SPIN_US", c.spinUs, -1, 1000000);
   c.shmDirectMin = envBytes("WEFT_SHM_DIRECT_MIN", c.shmDirectMin);
+  c.shmDirectMinSet = getenv("WEFT_SHM_DIRECT_MIN") != nullptr;
   c.telemetry = envLong("WEFT_TELEMETRY", 1, 0, 1) != 0;
   c.timelinePath = envStr("WEFT_TIMELINE");
   c.statsPath = envStr("WEFT_STATS");

@@ -21,6 +21,7 @@ struct Config {
   std::string algo;                // WEFT_ALGO: algorithm override (see docs/tuning.md)
   size_t shmArenaChunk = 1 << 20;  // WEFT_SHM_ARENA_CHUNK: bytes per arena round; 0 = no arena
   size_t shmDirectMin = 64 << 10;  // WEFT_SHM_DIRECT_MIN: single-copy bcast/allgather from; 0 = off
+  bool shmDirectMinSet = false;    // WEFT_SHM_DIRECT_MIN was set (also with ranks sharing cores)
   long spinUs = -1;                // WEFT_SPIN_US: spin before sleeping; -1 = auto
   std::string ibHca;               // WEFT_IB_HCA: RDMA devices/ports, NCCL_IB_HCA syntax
   int ibGidIndex = -1;             // WEFT_IB_GID_INDEX: RoCE GID index; -1 = auto

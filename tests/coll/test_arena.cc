@@ -203,15 +203,15 @@ TEST_CASE("arena: single-copy broadcast - allgather and alltoall - processes and
 
 TEST_CASE("arena: back-to-back small broadcasts pipeline through the root's ring, mixed with other calls",
           "[coll][arena][ring]") {
-  // The root runs up to 16 broadcasts ahead of its readers: every reader
+  // The root runs up to 64 broadcasts ahead of its readers: every reader
   // must still see each broadcast's own data, whoever the root is, with
   // other collectives (which use the parity buffers) in between.
   auto body = [](weft_comm_t c, int r, int n) -> std::string {
     std::vector<uint8_t> buf(4096);
     for (int i = 0; i < 3000; ++i) {
-      // Runs of 40 from one root (more than the ring's 16 slots), then the
+      // Runs of 100 from one root (more than the ring's 64 slots), then the
       // next; readers dawdle now and then so that the root gets far ahead.
-      const int root = (i / 40) % n;
+      const int root = (i / 100) % n;
       if (r != root && i % 50 == 7) usleep(300);
       const size_t len = 1 + static_cast<size_t>(i * 37) % 4000;
       if (r == root)
