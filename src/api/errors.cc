@@ -40,20 +40,28 @@ void unregisterComm(weft_comm_t c) {
 
 namespace {
 
-// lookupComm; when found, the calling thread enters a call on the comm
-// (call_guard.h) while the registry's lock keeps it registered.
-Comm* lookupCommEntering(weft_comm_t c, Status* st) {
+// The live Comm behind a handle, looked up with the registry's lock held,
+// or nullptr (with *st set).
+const std::shared_ptr<Comm>* findLocked(weft_comm_t c, Status* st) {
   if (!c) {
     *st = invalidArgument("comm is NULL");
     return nullptr;
   }
-  std::lock_guard<std::mutex> lk(registryMu());
   if (!registry().count(c) || c->magic != kCommMagic) {
     *st = invalidArgument("comm is not a live communicator (destroyed, aborted, or never created)");
     return nullptr;
   }
-  callguard::enter(c->impl.get());
-  return c->impl.get();
+  return &c->impl;
+}
+
+// lookupComm; when found, the calling thread enters a call on the comm
+// (call_guard.h) while the registry's lock keeps it registered.
+Comm* lookupCommEntering(weft_comm_t c, Status* st) {
+  std::lock_guard<std::mutex> lk(registryMu());
+  const std::shared_ptr<Comm>* found = findLocked(c, st);
+  if (!found) return nullptr;
+  callguard::enter(found->get());
+  return found->get();
 }
 
 }  // namespace
@@ -85,16 +93,9 @@ Comm* lookupCommCached(weft_comm_t c, Status* st) {
 }
 
 std::shared_ptr<Comm> lookupComm(weft_comm_t c, Status* st) {
-  if (!c) {
-    *st = invalidArgument("comm is NULL");
-    return nullptr;
-  }
   std::lock_guard<std::mutex> lk(registryMu());
-  if (!registry().count(c) || c->magic != kCommMagic) {
-    *st = invalidArgument("comm is not a live communicator (destroyed, aborted, or never created)");
-    return nullptr;
-  }
-  return c->impl;
+  const std::shared_ptr<Comm>* found = findLocked(c, st);
+  return found ? *found : nullptr;
 }
 
 weft_result_t setError(Comm* comm, const Status& st) {
