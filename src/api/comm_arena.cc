@@ -34,12 +34,14 @@ Status Comm::agreeOnSingleCopy() {
     agreed = std::min(agreed, v);
   }
   arena_->setDirectMin(agreed);
-  if (rank_ == 0)
+  if (rank_ == 0) {
+    const char* off = !cfg_.shmDirectMin ? "off (WEFT_SHM_DIRECT_MIN=0)"
+                      : shared ? "off (more ranks than cores; WEFT_SHM_DIRECT_MIN turns it on)"
+                               : "off (a rank may not read another's memory)";
     WEFT_INFO(kTransport, "shm arena: single-copy broadcast/allgather %s",
               agreed ? strFormat("from %llu bytes", static_cast<unsigned long long>(agreed)).c_str()
-                     : !cfg_.shmDirectMin ? "off (WEFT_SHM_DIRECT_MIN=0)"
-                     : shared ? "off (more ranks than cores; WEFT_SHM_DIRECT_MIN turns it on)"
-                              : "off (a rank may not read another's memory)");
+                     : off);
+  }
   return Status();
 }
 

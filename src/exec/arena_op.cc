@@ -120,13 +120,15 @@ ArenaOp::ArenaOp(shm::Arena* arena, const CollArgs& args, weft_datatype_t dt, co
   // rounds run from cache (up to 2-4 chunks), wins again from 4 chunks, and
   // is even with the staged path's streaming stores from 32. (Not an
   // in-place alltoall: each rank overwrites the blocks the others would
-  // still be reading.) Broadcasts stay staged from 4 chunks: the root then
-  // runs ahead of the readers instead of waiting for them (2 ranks, 4-16
-  // MiB: 275-1155 us staged against 373-2528 single copy in one run,
-  // 278-1221 against 385-3190 in another, in different phases of the VM).
+  // still be reading. With more ranks than cores the communicator leaves
+  // single copy off: src/api/comm_arena.cc.) Broadcasts stay staged from 4
+  // chunks: the root then runs ahead of the readers instead of waiting for
+  // them (2 ranks, 4-16 MiB: 275-1155 us staged against 373-2528 single
+  // copy in one run, 278-1221 against 385-3190 in another, in different
+  // phases of the VM).
   const size_t chunkB = arena->chunk();
-  const bool bigDirect = args.type != CollType::Broadcast && outBytes >= 4 * chunkB &&
-                         outBytes < 32 * chunkB;
+  const bool bigDirect =
+      args.type != CollType::Broadcast && outBytes >= 4 * chunkB && outBytes < 32 * chunkB;
   const bool directSize = outBytes < chunkB / 2 || bigDirect;
   direct_ = arena->directMin() > 0 && blk >= arena->directMin() && directSize &&
             (args.type == CollType::Broadcast || args.type == CollType::AllGather ||
