@@ -19,6 +19,38 @@ inline void copy(void* dst, const void* src, size_t n) {
   if (n && dst != src) memcpy(dst, src, n);
 }
 
+// Single copy: one round in which readers copy straight from the owners'
+// buffers (Arena::readFrom); every rank then waits until all have read.
+// Measured against the staged rounds (docs/performance.md), by output size
+// (`out`; the block is `blk`): single copy wins below half an arena chunk,
+// loses while the staged rounds run from cache (up to 2-4 chunks), wins
+// again from 4 chunks, and is even with the staged path's streaming stores
+// from 32. Not an in-place alltoall: each rank overwrites the blocks the
+// others would still be reading.
+//
+// Broadcasts stay staged from 4 chunks: the root then runs ahead of the
+// readers instead of waiting for them (2 ranks, 4-16 MiB: 275-1155 us
+// staged against 373-2528 single copy in one run, 278-1221 against
+// 385-3190 in another, in different phases of the VM).
+//
+// With more ranks than cores (Arena::directLimited), only allgathers from 4
+// chunks: there readers sharing a core take turns, and a round that ends
+// when all have read keeps a broadcast root from running ahead. 4 ranks on
+// 2 cores, staged against single copy: broadcast 64-256 KiB 10.9-34.7 us
+// against 18.9-51.2, 16 MiB 2.7 ms against 4.7; allgather and alltoall 256
+// KiB 29-32 us against 51-53, alltoall 4-16 MiB 0.93-4.2 ms against
+// 1.2-6.1; but allgather 4-16 MiB 0.88-5.4 ms single copy against 1.44-5.8
+// staged.
+bool singleCopy(const shm::Arena* arena, const CollArgs& args, size_t blk, size_t out) {
+  const bool kind = args.type == CollType::Broadcast || args.type == CollType::AllGather ||
+                    (args.type == CollType::AllToAll && !args.inPlace);
+  if (!kind || !arena->directMin() || blk < arena->directMin()) return false;
+  const size_t chunk = arena->chunk();
+  const bool big = args.type != CollType::Broadcast && out >= 4 * chunk && out < 32 * chunk;
+  if (arena->directLimited()) return big && args.type == CollType::AllGather;
+  return out < chunk / 2 || big;
+}
+
 // Outputs at least this large go to memory with non-temporal stores: they
 // cannot stay cached anyway, and the stores skip reading the lines first.
 constexpr size_t kStreamOutputBytes = size_t{4} << 20;
@@ -73,7 +105,7 @@ ArenaOp::ArenaOp(shm::Arena* arena, const CollArgs& args, weft_datatype_t dt, co
     return;
   }
   if (args.type == CollType::Broadcast && blk && blk <= arena->ringPayload() &&
-      !(arena->directMin() && blk >= arena->directMin() && blk < arena->chunk() / 2)) {
+      !singleCopy(arena, args, blk, blk)) {
     // A small broadcast's path: one round through the root's ring (what
     // the general case below finds for it, without its divisions).
     total_ = step_ = blk;
@@ -113,26 +145,7 @@ ArenaOp::ArenaOp(shm::Arena* arena, const CollArgs& args, weft_datatype_t dt, co
   const size_t outBytes = args.type == CollType::AllGather || args.type == CollType::AllToAll
                               ? blk * static_cast<size_t>(n_)
                               : blk;
-  // Single copy: one round in which readers copy straight from the owners'
-  // buffers (Arena::readFrom); every rank then waits until all have read.
-  // Measured against the staged rounds (docs/performance.md), by output
-  // size: single copy wins below half an arena chunk, loses while the staged
-  // rounds run from cache (up to 2-4 chunks), wins again from 4 chunks, and
-  // is even with the staged path's streaming stores from 32. (Not an
-  // in-place alltoall: each rank overwrites the blocks the others would
-  // still be reading. With more ranks than cores the communicator leaves
-  // single copy off: src/api/comm_arena.cc.) Broadcasts stay staged from 4
-  // chunks: the root then runs ahead of the readers instead of waiting for
-  // them (2 ranks, 4-16 MiB: 275-1155 us staged against 373-2528 single
-  // copy in one run, 278-1221 against 385-3190 in another, in different
-  // phases of the VM).
-  const size_t chunkB = arena->chunk();
-  const bool bigDirect =
-      args.type != CollType::Broadcast && outBytes >= 4 * chunkB && outBytes < 32 * chunkB;
-  const bool directSize = outBytes < chunkB / 2 || bigDirect;
-  direct_ = arena->directMin() > 0 && blk >= arena->directMin() && directSize &&
-            (args.type == CollType::Broadcast || args.type == CollType::AllGather ||
-             (args.type == CollType::AllToAll && !args.inPlace));
+  direct_ = singleCopy(arena, args, blk, outBytes);
   if (direct_) step_ = total_;
   ring_ = args.type == CollType::Broadcast && !direct_ && blk > 0 && blk <= arena->ringPayload();
   if (ring_) step_ = total_;

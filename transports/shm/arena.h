@@ -143,9 +143,15 @@ class Arena {
   // checks that this rank may read every other rank's memory; the
   // communicator agrees on the result and sets directMin: broadcasts and
   // allgathers of at least that many bytes then run single-copy (0: never).
+  // `limited`: the ranks share cores, where only large allgathers measured
+  // faster single-copy (src/exec/arena_op.cc).
   bool probeDirect() const;
-  void setDirectMin(size_t bytes) { directMin_ = bytes; }
+  void setDirectMin(size_t bytes, bool limited) {
+    directMin_ = bytes;
+    directLimited_ = limited;
+  }
   size_t directMin() const { return directMin_; }
+  bool directLimited() const { return directLimited_; }
   // Copies n bytes at `remote` in rank r's address space to `dst`.
   Status readFrom(int r, uint64_t remote, void* dst, size_t n) const;
   // Rank r's arrival stamp for parity `par` (in the line its flag is in).
@@ -215,6 +221,7 @@ class Arena {
   mutable std::vector<uint64_t> seen_;  // highest seq reached() has read per rank
   mutable uint64_t minSeen_ = 0;        // the least of seen_ after reached()'s last full pass
   size_t directMin_ = 0;
+  bool directLimited_ = false;
 };
 
 }  // namespace shm
