@@ -10,14 +10,22 @@ using namespace weft;
 
 namespace {
 
+// The datatype and op travel as the ints the caller passed: a C caller may
+// pass any int there, and in C++ reading a value outside an enum's range
+// from memory is undefined (UBSan's enum check caught the tests' bad
+// arguments). They become enums once check() has found them in range.
 struct Call {
+  Call(CollType t, const void* s, void* r, size_t n, weft_datatype_t d, weft_op_t o, int rt)
+      : type(t), send(s), recv(r), count(n), dtype(static_cast<int>(d)), op(static_cast<int>(o)),
+        root(rt) {}
   CollType type;
   const void* send;
   void* recv;
   size_t count;
-  weft_datatype_t dtype;
-  weft_op_t op;
+  int dtype;
+  int op;
   int root;  // or peer
+  weft_datatype_t dt() const { return static_cast<weft_datatype_t>(dtype); }
 };
 
 bool overlaps(const void* a, size_t alen, const void* b, size_t blen) {
@@ -30,11 +38,11 @@ bool overlaps(const void* a, size_t alen, const void* b, size_t blen) {
 Status check(const Comm* c, const Call& k, CollArgs* out, bool* needSendOut, bool* needRecvOut) {
   const char* name = collName(k.type);
   const int n = c->nranks();
-  if (static_cast<int>(k.dtype) < 0 || k.dtype >= WEFT_NUM_DATATYPES)
+  if (k.dtype < 0 || k.dtype >= WEFT_NUM_DATATYPES)
     return invalidArgument(strFormat("%s: datatype %d is not a weft_datatype_t", name, k.dtype));
   const bool reduces = k.type == CollType::AllReduce || k.type == CollType::Reduce ||
                        k.type == CollType::ReduceScatter;
-  if (reduces && (static_cast<int>(k.op) < 0 || k.op >= WEFT_NUM_OPS))
+  if (reduces && (k.op < 0 || k.op >= WEFT_NUM_OPS))
     return invalidArgument(strFormat("%s: op %d is not a weft_op_t", name, k.op));
   const bool rooted = k.type == CollType::Broadcast || k.type == CollType::Reduce;
   if (rooted && (k.root < 0 || k.root >= n))
@@ -42,7 +50,7 @@ Status check(const Comm* c, const Call& k, CollArgs* out, bool* needSendOut, boo
   const bool p2p = k.type == CollType::Send || k.type == CollType::Recv;
   if (p2p && (k.root < 0 || k.root >= n))
     return invalidArgument(strFormat("%s: peer %d is outside [0, %d)", name, k.root, n));
-  const size_t elt = datatypeSize(k.dtype);
+  const size_t elt = datatypeSize(k.dt());
   // count * elt * n must stay below SIZE_MAX / 2 (multiplications instead
   // of two divisions, which took a tenth of this function's time).
   size_t total = 0;
@@ -53,7 +61,7 @@ Status check(const Comm* c, const Call& k, CollArgs* out, bool* needSendOut, boo
   a.type = k.type;
   a.count = k.count;
   a.eltSize = elt;
-  a.op = reduces ? k.op : WEFT_SUM;
+  a.op = reduces ? static_cast<weft_op_t>(k.op) : WEFT_SUM;
   a.root = rooted ? k.root : 0;
   a.peer = p2p ? k.root : -1;
   const size_t sb = sendBytes(a, n, c->rank()), rb = recvBytes(a, n, c->rank());
@@ -112,8 +120,8 @@ weft_result_t submit(weft_comm_t comm, const Call& k, weft_stream_t stream) {
   CheckMemo& m = g.memo;
   const uint64_t gen = registryGen();
   if (m.comm == c && m.gen == gen && m.type == static_cast<int>(k.type) && m.send == k.send &&
-      m.recv == k.recv && m.count == k.count && m.dtype == static_cast<int>(k.dtype) &&
-      m.op == static_cast<int>(k.op) && m.root == k.root) {
+      m.recv == k.recv && m.count == k.count && m.dtype == k.dtype &&
+      m.op == k.op && m.root == k.root) {
     ap = &m.args;
     needSend = m.needSend;
     needRecv = m.needRecv;
@@ -126,8 +134,8 @@ weft_result_t submit(weft_comm_t comm, const Call& k, weft_stream_t stream) {
       m.send = k.send;
       m.recv = k.recv;
       m.count = k.count;
-      m.dtype = static_cast<int>(k.dtype);
-      m.op = static_cast<int>(k.op);
+      m.dtype = k.dtype;
+      m.op = k.op;
       m.root = k.root;
       m.args = checked;
       m.needSend = needSend;
@@ -137,7 +145,7 @@ weft_result_t submit(weft_comm_t comm, const Call& k, weft_stream_t stream) {
   // Host memory, outside a group, and no CUDA driver in the process: run it
   // (resolveMemory would find nothing to resolve).
   if (st.isOk() && !stream && g.depth == 0 && !cuda::driverLoaded(now)) {
-    st = c->runNow(*ap, k.dtype, k.send, k.recv, now);
+    st = c->runNow(*ap, k.dt(), k.send, k.recv, now);
     return st.isOk() ? WEFT_SUCCESS : setError(c, st);
   }
   PendingCall pc;
@@ -154,7 +162,7 @@ weft_result_t submit(weft_comm_t comm, const Call& k, weft_stream_t stream) {
     if (!pc.comm) return setError(static_cast<Comm*>(nullptr), st);
   }
   pc.args = *ap;
-  pc.dtype = k.dtype;
+  pc.dtype = k.dt();
   if (g.depth > 0) {
     g.calls.push_back(pc);
     return WEFT_SUCCESS;
@@ -164,7 +172,7 @@ weft_result_t submit(weft_comm_t comm, const Call& k, weft_stream_t stream) {
     st = issueStreamCalls(one, nullptr, nullptr);
     return st.isOk() ? WEFT_SUCCESS : setError(c, st);
   }
-  st = c->runNow(*ap, k.dtype, k.send, k.recv, now);
+  st = c->runNow(*ap, k.dt(), k.send, k.recv, now);
   return st.isOk() ? WEFT_SUCCESS : setError(c, st);
 }
 
