@@ -107,7 +107,7 @@ struct TransportCaps {
   size_t preferredChunk = 1 << 20;  // bytes per message that keeps it busy
   double bandwidthGBs = 1.0;        // sustained, one direction
   double latencyUs = 10.0;          // one small message, one way
-  bool doorbell = false;            // sleep() works (peers wake this rank)
+  bool doorbell = false;            // armSleep() works (peers wake this rank)
   // Moving bytes costs the ranks' CPU (kernel socket copies, shared-memory
   // copies by the ranks); false where a NIC or copy engine moves them.
   bool cpuBound = true;
@@ -171,11 +171,22 @@ class Transport {
   // An fd that becomes readable when progress() may have work (an epoll fd
   // over the sockets), so an idle engine can sleep in poll(); -1 if none.
   virtual int pollFd() const { return -1; }
-  // Sleeps until a peer signals this rank (a futex doorbell) or maxUs pass;
-  // false, at once, when the transport has no doorbell.
-  virtual bool sleep(int maxUs) {
+  // Sleeping on a doorbell, in two halves, so that a thread can sleep
+  // without its communicator's lock (Engine::prepareIdle): armSleep() runs
+  // under the lock, like progress(); it says whether there is a doorbell and
+  // whether there is news already, and leaves in *token what sleepArmed()
+  // needs. sleepArmed() runs after it, without the lock, perhaps while
+  // another thread runs progress(): it must touch nothing that progress()
+  // or shutdown() change. It returns when a peer signals this rank after
+  // the arming, or after maxUs.
+  enum class Arm { kNoDoorbell, kNews, kArmed };
+  virtual Arm armSleep(uint64_t* token) {
+    (void)token;
+    return Arm::kNoDoorbell;
+  }
+  virtual void sleepArmed(uint64_t token, int maxUs) {
+    (void)token;
     (void)maxUs;
-    return false;
   }
 };
 

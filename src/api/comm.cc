@@ -459,8 +459,10 @@ Status Comm::waitFor(const std::shared_ptr<OpTracker>& tracker, std::unique_lock
     if (closed_) return Status(WEFT_ERR_ABORTED, "communicator was aborted");
     idle = engine_->progress() ? 0 : idle + 1;
     if (tracker->pending == 0) return tracker->result();
+    // Decided under the lock, slept without it (Engine::prepareIdle).
+    const Engine::IdleWait w = engine_->prepareIdle(idle);
     lk.unlock();
-    engine_->idleWait(idle);
+    engine_->sleepIdle(w);
   }
 }
 
@@ -482,8 +484,9 @@ void Comm::progressLoop() {
       continue;
     }
     idle = engine_->progress() ? 0 : idle + 1;
+    const Engine::IdleWait w = engine_->prepareIdle(idle, 200);
     lk.unlock();
-    engine_->idleWait(idle, 200);
+    engine_->sleepIdle(w);
     lk.lock();
   }
 }
@@ -514,16 +517,18 @@ Status Comm::finalize() {
     Deadline dl(cfg_.timeoutS);
     int idle = 0;
     for (;;) {
+      Engine::IdleWait w;
       {
         std::lock_guard<Mutex> lk(mu);
         if (!engine_->busy()) break;
         idle = engine_->progress() ? 0 : idle + 1;
+        if (dl.expired()) {
+          result = Status(WEFT_ERR_TIMEOUT, "destroy: pending operations did not finish");
+          break;
+        }
+        w = engine_->prepareIdle(idle);
       }
-      if (dl.expired()) {
-        result = Status(WEFT_ERR_TIMEOUT, "destroy: pending operations did not finish");
-        break;
-      }
-      engine_->idleWait(idle);
+      engine_->sleepIdle(w);
     }
   }
   abort();

@@ -763,7 +763,8 @@ void Engine::checkStalled(uint64_t now) {
                         rank_, oldest->describe().c_str(), idleS, who.c_str())));
 }
 
-void Engine::idleWait(int idleRounds, int maxUs) {
+Engine::IdleWait Engine::prepareIdle(int idleRounds, int maxUs) {
+  IdleWait w;
   // Local work cannot wake a sleeping engine, nor can cuda_ipc (its copies
   // finish on the GPU; no doorbell): look again soon.
   const bool noWake = localPending_ || deviceOps_;
@@ -776,25 +777,64 @@ void Engine::idleWait(int idleRounds, int maxUs) {
   }
   lastIdleNs_ = now;
   if (now - idleSinceNs_ < spin_.ns()) {
-    cpuRelax();
-    return;
+    w.kind = IdleWait::kRelax;
+    return w;
   }
   if (oversubscribed_ && now - idleSinceNs_ < spin_.ns() + 50000) {
     // Ranks share cores: hand ours to a sibling before sleeping.
-    sched_yield();
-    return;
+    w.kind = IdleWait::kYield;
+    return w;
   }
   if (pollFds_.empty()) {
-    for (Transport* t : transports_)
-      if (t->sleep(maxUs)) return;
-    usleep(static_cast<useconds_t>(std::min(maxUs, 50 + idleRounds / 64)));
-    return;
+    for (Transport* t : transports_) {
+      const Transport::Arm a = t->armSleep(&w.token);
+      if (a == Transport::Arm::kNews) return w;  // kNone: look again at once
+      if (a == Transport::Arm::kArmed) {
+        w.kind = IdleWait::kDoorbell;
+        w.bell = t;
+        w.us = maxUs;
+        return w;
+      }
+    }
+    w.kind = IdleWait::kNap;
+    w.us = std::min(maxUs, 50 + idleRounds / 64);
+    return w;
   }
   // Sockets and maybe shared memory: wait on the sockets, briefly enough
   // that shared-memory peers (which cannot wake poll) are not kept waiting.
-  const long ns = doorbells_ || noWake ? 20000L : std::max(1000, maxUs) * 1000L;
-  timespec ts{ns / 1000000000L, ns % 1000000000L};
-  ppoll(pollFds_.data(), pollFds_.size(), &ts, nullptr);
+  w.kind = IdleWait::kPoll;
+  w.us = doorbells_ || noWake ? 20 : std::max(1000, maxUs);
+  return w;
+}
+
+void Engine::sleepIdle(const IdleWait& w) const {
+  switch (w.kind) {
+    case IdleWait::kNone:
+      return;
+    case IdleWait::kRelax:
+      cpuRelax();
+      return;
+    case IdleWait::kYield:
+      sched_yield();
+      return;
+    case IdleWait::kDoorbell:
+      w.bell->sleepArmed(w.token, w.us);
+      return;
+    case IdleWait::kNap:
+      usleep(static_cast<useconds_t>(w.us));
+      return;
+    case IdleWait::kPoll: {
+      // A copy: poll() writes revents, and threads may poll at once.
+      constexpr size_t kMaxFds = 8;
+      ::pollfd fds[kMaxFds];
+      const size_t n = std::min(pollFds_.size(), kMaxFds);
+      std::copy(pollFds_.begin(), pollFds_.begin() + static_cast<long>(n), fds);
+      const long ns = static_cast<long>(w.us) * 1000L;
+      timespec ts{ns / 1000000000L, ns % 1000000000L};
+      ppoll(fds, n, &ts, nullptr);
+      return;
+    }
+  }
 }
 
 }  // namespace weft

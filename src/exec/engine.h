@@ -60,8 +60,21 @@ class Engine {
   bool progress();
   // Waits a little when idle (idleRounds: progress() calls in a row that
   // moved nothing): spins for WEFT_SPIN_US, then sleeps on a transport's
-  // doorbell or poll fd for at most `maxUs`.
-  void idleWait(int idleRounds, int maxUs = 1000);
+  // doorbell or poll fd for at most `maxUs`. In two halves for a thread that
+  // sleeps without the comm's lock (Comm::waitFor): prepareIdle() under the
+  // lock decides (and arms a doorbell), sleepIdle() after it, without the
+  // lock, touches nothing that progress(), fail() or another thread's
+  // prepareIdle() change. idleWait() is both, for a caller holding the lock
+  // throughout or running the engine alone.
+  struct IdleWait {
+    enum Kind : uint8_t { kNone, kRelax, kYield, kDoorbell, kNap, kPoll } kind = kNone;
+    int us = 0;                   // kDoorbell, kNap, kPoll: at most this long
+    Transport* bell = nullptr;    // kDoorbell: the transport armed
+    uint64_t token = 0;           // ... and what its armSleep() left
+  };
+  IdleWait prepareIdle(int idleRounds, int maxUs = 1000);
+  void sleepIdle(const IdleWait& w) const;
+  void idleWait(int idleRounds, int maxUs = 1000) { sleepIdle(prepareIdle(idleRounds, maxUs)); }
   bool busy() const { return !ops_.empty() || alone_; }
   // A blocking call may run alone (runAlone): nothing in flight, no error,
   // and local steps run on the host.
@@ -175,9 +188,9 @@ class Engine {
   std::atomic<uint64_t> lastNowNs_{0};  // the clock at the end of the last progress()
   bool oversubscribed_ = false;         // more ranks on this host than cores
   uint64_t idleSinceNs_ = 0;
-  bool doorbells_ = false;  // a transport can wake this rank from sleep()
+  bool doorbells_ = false;  // a transport can wake this rank from sleepArmed()
   std::vector<uint32_t> sendGen_, recvGen_;
-  std::vector<::pollfd> pollFds_;
+  std::vector<::pollfd> pollFds_;  // set at construction; sleepIdle() polls a copy
   struct Spare {
     size_t len;
     ScratchPtr buf;

@@ -211,14 +211,25 @@ Status Arena::wait(uint64_t v, double timeoutS, const std::function<std::string(
   }
 }
 
-void Arena::sleep(int maxUs, const std::function<bool()>& news) {
-  sleepOnBell(maxUs, [&] {
-    for (int r = 0; r < nranks_; ++r)
-      if (std::max(hdr_[r]->lines[0].seq.load(std::memory_order_acquire),
-                   hdr_[r]->lines[1].seq.load(std::memory_order_acquire)) > seen_[r])
-        return true;
-    return news && news();
-  });
+bool Arena::armSleep(const std::function<bool()>& news, uint32_t* bell) {
+  // As sleepOnBell: the bell's value first, then the announcement, then the
+  // look, so that a publisher that finds no sleeper published before the
+  // look, and one that finds it rings a bell that moved from *bell.
+  FifoHeader* me = hdr_[rank_];
+  *bell = me->bell.load(std::memory_order_acquire);
+  me->sleeping.store(1, std::memory_order_seq_cst);
+  bool ready = news && news();
+  for (int r = 0; r < nranks_ && !ready; ++r)
+    ready = std::max(hdr_[r]->lines[0].seq.load(std::memory_order_acquire),
+                     hdr_[r]->lines[1].seq.load(std::memory_order_acquire)) > seen_[r];
+  if (ready) me->sleeping.store(0, std::memory_order_relaxed);
+  return !ready;
+}
+
+void Arena::sleepArmed(uint32_t bell, int maxUs) {
+  FifoHeader* me = hdr_[rank_];
+  futexWait(&me->bell, bell, maxUs);
+  me->sleeping.store(0, std::memory_order_relaxed);
 }
 
 }  // namespace shm

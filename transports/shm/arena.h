@@ -183,9 +183,13 @@ class Arena {
   Status wait(uint64_t v, double timeoutS, const std::function<std::string()>& what,
               const std::atomic<bool>* cancel = nullptr,
               const std::function<void()>& tick = nullptr, int only = -1);
-  // The engine's idle sleep: sleeps at most maxUs on this rank's bell, unless
-  // a flag moved since reached() last looked or `news` says there is work.
-  void sleep(int maxUs, const std::function<bool()>& news);
+  // The engine's idle sleep, in two halves (Transport::armSleep): armSleep()
+  // announces it and returns false if a flag moved since reached() last
+  // looked or `news` says there is work; else it leaves the bell's value in
+  // *bell, and sleepArmed() sleeps at most maxUs until the bell moves from
+  // it. Only sleepArmed() may run without the comm's lock.
+  bool armSleep(const std::function<bool()>& news, uint32_t* bell);
+  void sleepArmed(uint32_t bell, int maxUs);
   // Bumps rank r's bell and wakes it if it sleeps (FIFO publishers use it).
   void wakeIfSleeping(int r);
   // Wakes this rank's own sleeper (another thread of it: abort).

@@ -102,14 +102,21 @@ class ShmTransport : public Transport {
 
   Arena* arena() { return arena_.get(); }
 
-  bool sleep(int maxUs) override {
-    if (!arena_) return false;
-    arena_->sleep(maxUs, [this] {
-      for (ShmChannel* ch : active_)
-        if (ch->hasNews()) return true;
-      return false;
-    });
-    return true;
+  Arm armSleep(uint64_t* token) override {
+    if (!arena_) return Arm::kNoDoorbell;
+    uint32_t bell = 0;
+    const bool armed = arena_->armSleep(
+        [this] {
+          for (ShmChannel* ch : active_)
+            if (ch->hasNews()) return true;
+          return false;
+        },
+        &bell);
+    *token = bell;
+    return armed ? Arm::kArmed : Arm::kNews;
+  }
+  void sleepArmed(uint64_t token, int maxUs) override {
+    arena_->sleepArmed(static_cast<uint32_t>(token), maxUs);
   }
 
   Status progress() override {

@@ -79,7 +79,8 @@ class UcxTransport : public Transport {
     return peers_[peer]->check();
   }
   void shutdown() override;
-  bool sleep(int maxUs) override;
+  Arm armSleep(uint64_t* token) override;
+  void sleepArmed(uint64_t token, int maxUs) override;
 
  private:
   Status init();
@@ -151,16 +152,22 @@ Status UcxTransport::init() {
 
 // Arms the worker's event fd and waits on it; UCS_ERR_BUSY from arming means
 // events are already waiting, so the caller progresses at once.
-bool UcxTransport::sleep(int maxUs) {
-  if (efd_ < 0 || down_) return false;
+// Arming calls into the worker, so it runs under the comm's lock (UCP's
+// serialized mode: one thread in the worker at a time); the wait is on the
+// worker's event fd alone, which UCX keeps open until the worker goes.
+Transport::Arm UcxTransport::armSleep(uint64_t*) {
+  if (efd_ < 0 || down_) return Arm::kNoDoorbell;
   ucs_status_t st = ucp_worker_arm(sh_.worker);
-  if (st == UCS_ERR_BUSY) return true;
-  if (st != UCS_OK) return false;
+  if (st == UCS_ERR_BUSY) return Arm::kNews;
+  if (st != UCS_OK) return Arm::kNoDoorbell;
+  return Arm::kArmed;
+}
+
+void UcxTransport::sleepArmed(uint64_t, int maxUs) {
   pollfd p{efd_, POLLIN, 0};
   const long ns = std::max(1, maxUs) * 1000L;
   timespec ts{ns / 1000000000L, ns % 1000000000L};
   ppoll(&p, 1, &ts, nullptr);
-  return true;
 }
 
 Status UcxTransport::localAddress(std::string* blob) {
