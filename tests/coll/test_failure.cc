@@ -241,6 +241,18 @@ TEST_CASE("failure: abort from another thread ends a blocking call waiting for a
     abortWhileBlocked(comms, 1000);
     weft_comm_abort(comms[1]);
   }
+#ifdef WEFT_HAVE_UCX
+  SECTION("a large call over ucx (queued: its thread sleeps on the UCP worker's event fd)") {
+    // The sleep is armed under the comm's lock and taken without it, while
+    // the abort shuts the worker's endpoints down (ThreadSanitizer checked
+    // both halves against the abort).
+    ScopedEnv tr("WEFT_TRANSPORTS", "ucx"), tls("UCX_TLS", "tcp"), to("WEFT_TIMEOUT_S", "60");
+    std::vector<weft_comm_t> comms(2);
+    REQUIRE(weft_comm_init_all(comms.data(), 2) == WEFT_SUCCESS);
+    abortWhileBlocked(comms, 1 << 20);
+    weft_comm_abort(comms[1]);
+  }
+#endif
 }
 
 TEST_CASE("failure: a rank that never joins times out naming it", "[failure][timeout]") {
