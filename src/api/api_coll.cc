@@ -16,7 +16,12 @@ namespace {
 // arguments). They become enums once check() has found them in range.
 struct Call {
   Call(CollType t, const void* s, void* r, size_t n, weft_datatype_t d, weft_op_t o, int rt)
-      : type(t), send(s), recv(r), count(n), dtype(static_cast<int>(d)), op(static_cast<int>(o)),
+      : type(t),
+        send(s),
+        recv(r),
+        count(n),
+        dtype(static_cast<int>(d)),
+        op(static_cast<int>(o)),
         root(rt) {}
   CollType type;
   const void* send;
@@ -120,8 +125,8 @@ weft_result_t submit(weft_comm_t comm, const Call& k, weft_stream_t stream) {
   CheckMemo& m = g.memo;
   const uint64_t gen = registryGen();
   if (m.comm == c && m.gen == gen && m.type == static_cast<int>(k.type) && m.send == k.send &&
-      m.recv == k.recv && m.count == k.count && m.dtype == k.dtype &&
-      m.op == k.op && m.root == k.root) {
+      m.recv == k.recv && m.count == k.count && m.dtype == k.dtype && m.op == k.op &&
+      m.root == k.root) {
     ap = &m.args;
     needSend = m.needSend;
     needRecv = m.needRecv;

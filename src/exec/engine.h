@@ -68,9 +68,9 @@ class Engine {
   // throughout or running the engine alone.
   struct IdleWait {
     enum Kind : uint8_t { kNone, kRelax, kYield, kDoorbell, kNap, kPoll } kind = kNone;
-    int us = 0;                   // kDoorbell, kNap, kPoll: at most this long
-    Transport* bell = nullptr;    // kDoorbell: the transport armed
-    uint64_t token = 0;           // ... and what its armSleep() left
+    int us = 0;                 // kDoorbell, kNap, kPoll: at most this long
+    Transport* bell = nullptr;  // kDoorbell: the transport armed
+    uint64_t token = 0;         // ... and what its armSleep() left
   };
   IdleWait prepareIdle(int idleRounds, int maxUs = 1000);
   void sleepIdle(const IdleWait& w) const;
