@@ -131,18 +131,25 @@ bool Arena::reachedSlow(uint64_t v, int* lagging, int only) const {
   return true;
 }
 
+// Announces a sleep on this rank's bell: the bell's value first, then the
+// `sleeping` flag, then the look (ready()), so that a publisher that finds
+// no sleeper published before the look, and one that finds it rings a bell
+// that moved from *bell. False (and no sleeper) when ready() holds.
+bool Arena::armBell(const std::function<bool()>& ready, uint32_t* bell) {
+  FifoHeader* me = hdr_[rank_];
+  *bell = me->bell.load(std::memory_order_acquire);
+  me->sleeping.store(1, std::memory_order_seq_cst);
+  if (!ready()) return true;
+  me->sleeping.store(0, std::memory_order_relaxed);
+  return false;
+}
+
 // Sleeps on this rank's bell unless ready() holds once `sleeping` is set.
 // Returns ready()'s last answer.
 bool Arena::sleepOnBell(int maxUs, const std::function<bool()>& ready) {
-  FifoHeader* me = hdr_[rank_];
-  uint32_t bell = me->bell.load(std::memory_order_acquire);
-  me->sleeping.store(1, std::memory_order_seq_cst);
-  if (ready()) {
-    me->sleeping.store(0, std::memory_order_relaxed);
-    return true;
-  }
-  futexWait(&me->bell, bell, maxUs);
-  me->sleeping.store(0, std::memory_order_relaxed);
+  uint32_t bell = 0;
+  if (!armBell(ready, &bell)) return true;
+  sleepArmed(bell, maxUs);
   return ready();
 }
 
@@ -212,18 +219,15 @@ Status Arena::wait(uint64_t v, double timeoutS, const std::function<std::string(
 }
 
 bool Arena::armSleep(const std::function<bool()>& news, uint32_t* bell) {
-  // As sleepOnBell: the bell's value first, then the announcement, then the
-  // look, so that a publisher that finds no sleeper published before the
-  // look, and one that finds it rings a bell that moved from *bell.
-  FifoHeader* me = hdr_[rank_];
-  *bell = me->bell.load(std::memory_order_acquire);
-  me->sleeping.store(1, std::memory_order_seq_cst);
-  bool ready = news && news();
-  for (int r = 0; r < nranks_ && !ready; ++r)
-    ready = std::max(hdr_[r]->lines[0].seq.load(std::memory_order_acquire),
-                     hdr_[r]->lines[1].seq.load(std::memory_order_acquire)) > seen_[r];
-  if (ready) me->sleeping.store(0, std::memory_order_relaxed);
-  return !ready;
+  return armBell(
+      [&] {
+        for (int r = 0; r < nranks_; ++r)
+          if (std::max(hdr_[r]->lines[0].seq.load(std::memory_order_acquire),
+                       hdr_[r]->lines[1].seq.load(std::memory_order_acquire)) > seen_[r])
+            return true;
+        return news && news();
+      },
+      bell);
 }
 
 void Arena::sleepArmed(uint32_t bell, int maxUs) {

@@ -202,6 +202,7 @@ class Arena {
   const std::string& describe(int r) const { return describe_[r]; }
 
  private:
+  bool armBell(const std::function<bool()>& ready, uint32_t* bell);
   bool sleepOnBell(int maxUs, const std::function<bool()>& ready);
   // Phase v of round g (v = 2g+1 or 2g+2) is published in line g % 2, where
   // values only grow; rank r has passed v iff that line's seq >= v.
