@@ -107,14 +107,13 @@ Status UcxPeer::sendPart(MsgOp* op, int i, const void* data, size_t len, Kind k)
   prm.cb.send = &UcxPeer::onSend;
   prm.user_data = &op->part[i];
   ucp_ep_h ep = k == Kind::Data ? bulkEp_ : ep_;
+  beginPart(op, i);
   ucs_status_ptr_t r = ucp_tag_send_nbx(ep, data, len, ucpTag(sh_->rank, k, op->seq), &prm);
-  if (UCS_PTR_IS_ERR(r)) return sendFailed(UCS_PTR_STATUS(r));
-  ++op->parts;
-  if (r == nullptr) {
-    partDone(op, i, UCS_OK, len);
-  } else {
-    op->req[i] = r;
+  if (UCS_PTR_IS_ERR(r)) {
+    abandonPart(op, i);
+    return sendFailed(UCS_PTR_STATUS(r));
   }
+  endPart(op, i, r, len);
   return Status::ok();
 }
 
@@ -123,21 +122,49 @@ Status UcxPeer::recvPart(MsgOp* op, int i, void* data, size_t len, Kind k) {
   prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   prm.cb.recv = &UcxPeer::onRecv;
   prm.user_data = &op->part[i];
+  beginPart(op, i);
   ucs_status_ptr_t r =
       ucp_tag_recv_nbx(sh_->worker, data, len, ucpTag(peer_, k, op->seq), ~0ull, &prm);
-  if (UCS_PTR_IS_ERR(r))
+  if (UCS_PTR_IS_ERR(r)) {
+    abandonPart(op, i);
     return Status(WEFT_ERR_REMOTE,
                   strFormat("ucx transport: receive from %s failed: %s", describe().c_str(),
                             ucs_status_string(UCS_PTR_STATUS(r))));
-  ++op->parts;
+  }
   // Completed at once: UCX 1.13 does not report the length then; the header
   // says it, and UCX would have failed a longer message as truncated.
-  if (r == nullptr) {
-    partDone(op, i, UCS_OK, kUnknownLength);
-  } else {
-    op->req[i] = r;
-  }
+  endPart(op, i, r, kUnknownLength);
   return Status::ok();
+}
+
+// A part is counted before UCP sees it, because UCP may finish it inside the
+// posting call and run its callback there: a receive whose eager fragments
+// all arrived before it was posted completes in ucp_tag_recv_nbx, which then
+// returns the request its callback already freed. Counted after, that
+// callback took the op's last count and released it under the caller.
+// req[i] holds kPosting until the call returns: a callback clears it.
+namespace {
+char postingMark;
+void* const kPosting = &postingMark;
+}  // namespace
+
+void UcxPeer::beginPart(MsgOp* op, int i) {
+  ++op->parts;
+  op->req[i] = kPosting;
+}
+
+void UcxPeer::abandonPart(MsgOp* op, int i) {
+  --op->parts;  // the caller's own count keeps the op
+  op->req[i] = nullptr;
+}
+
+void UcxPeer::endPart(MsgOp* op, int i, ucs_status_ptr_t r, size_t immediateLen) {
+  if (r == nullptr) {  // done in the call, no callback
+    op->req[i] = nullptr;
+    partDone(op, i, UCS_OK, immediateLen);
+  } else if (op->req[i] == kPosting) {  // pending
+    op->req[i] = r;
+  }  // else its callback ran in the call
 }
 
 Status UcxPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {

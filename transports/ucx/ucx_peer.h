@@ -114,6 +114,11 @@ class UcxPeer {
   // The error of a send UCP refused, naming the peer.
   Status sendFailed(ucs_status_t st) const;
   Status recvPart(MsgOp* op, int i, void* data, size_t len, Kind k);
+  // Around each UCP post of part i (see ucx_peer.cc): count it, uncount it
+  // when UCP refused it, and settle what the call returned.
+  void beginPart(MsgOp* op, int i);
+  void abandonPart(MsgOp* op, int i);
+  void endPart(MsgOp* op, int i, ucs_status_ptr_t r, size_t immediateLen);
   void partDone(MsgOp* op, int i, ucs_status_t st, size_t got);
   void checkHeader(MsgOp* op, size_t got);
   void finishOp(MsgOp* op, const Status& st);
