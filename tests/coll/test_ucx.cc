@@ -7,45 +7,11 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "coll/check.h"
+#include "coll/net_transport.h"
 
 using namespace wtest;
 
 #ifdef WEFT_HAVE_UCX
-
-namespace {
-
-std::string allCollectives(weft_comm_t c, int r, int n) {
-  for (Coll coll : kAllColls)
-    for (weft_datatype_t dt : {WEFT_INT32, WEFT_FLOAT32, WEFT_FLOAT64})
-      for (size_t count : {size_t(0), size_t(1), size_t(3000), size_t(300000)})
-        for (bool inPlace : {false, true}) {
-          weft_op_t op = dt == WEFT_INT32 ? WEFT_MAX : WEFT_SUM;
-          std::string e =
-              runAndCheck(c, r, n, coll, dt, op, count, inPlace, static_cast<int>(count % n));
-          if (!e.empty()) return std::string(collName(coll)) + ": " + e;
-        }
-  return "";
-}
-
-// Counts the INFO lines "transports per peer ..." and whether any names a
-// transport other than self and ucx.
-void checkAllUcx(const std::string& log, int n) {
-  int lines = 0;
-  bool other = false;
-  size_t pos = 0;
-  while ((pos = log.find("transports per peer ", pos)) != std::string::npos) {
-    size_t end = log.find('\n', pos);
-    std::string line = log.substr(pos, end - pos);
-    ++lines;
-    for (const char* t : {":shm", ":tcp", ":ibverbs"}) other |= line.find(t) != std::string::npos;
-    pos = end;
-  }
-  CHECK(lines == n);
-  CHECK_FALSE(other);
-}
-
-}  // namespace
 
 TEST_CASE("ucx: every collective over processes - UCX_TLS tcp and sm - 2 and 4 ranks",
           "[coll][processes][ucx]") {
@@ -67,7 +33,7 @@ TEST_CASE("ucx: every collective over processes - UCX_TLS tcp and sm - 2 and 4 r
       wtest::removeTree(dir);
       INFO(tls << " n=" << n << "\n" << log);
       REQUIRE(err == "");
-      checkAllUcx(log, n);
+      checkAllOn(log, n, "ucx");
     }
   }
 }
