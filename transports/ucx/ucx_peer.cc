@@ -5,6 +5,7 @@
 
 #include "core/log.h"
 #include "core/tag.h"
+#include "transports/ucx/ucx_tls.h"
 
 namespace weft {
 namespace ucx {
@@ -14,14 +15,7 @@ constexpr size_t kUnknownLength = ~size_t(0);
 
 // Whether UCX_TLS lets UCP use a network transport (all of which handle
 // peer failure); false for shared-memory-only lists such as "sm".
-bool tlsHaveNetwork() {
-  const char* tls = getenv("UCX_TLS");
-  if (!tls || !*tls || tls[0] == '^') return true;
-  std::string s(tls);
-  for (const char* k : {"all", "tcp", "rc", "ud", "dc", "ib"})
-    if (s.find(k) != std::string::npos) return true;
-  return false;
-}
+bool tlsHaveNetwork() { return tlsMayUse({"tcp", "rc", "ud", "dc", "ib"}); }
 
 }  // namespace
 

@@ -12,6 +12,7 @@
 
 #include "core/log.h"
 #include "transports/transport.h"
+#include "transports/ucx/ucx_tls.h"
 
 namespace weft {
 namespace {
@@ -21,14 +22,7 @@ bool isRdmaTl(const char* tl) {
 }
 
 // UCX_TLS, when set, limits what UCP will use: RDMA only if it may.
-bool tlsAllowRdma() {
-  const char* tls = getenv("UCX_TLS");
-  if (!tls || !*tls || tls[0] == '^') return true;
-  std::string s(tls);
-  for (const char* k : {"all", "rc", "dc", "ud", "ib"})
-    if (s.find(k) != std::string::npos) return true;
-  return false;
-}
+bool tlsAllowRdma() { return ucx::tlsMayUse({"rc", "dc", "ud", "ib"}); }
 
 bool probe() {
   uct_component_h* comps = nullptr;

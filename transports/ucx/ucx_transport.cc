@@ -21,6 +21,7 @@
 #include "core/log.h"
 #include "transports/transport.h"
 #include "transports/ucx/ucx_peer.h"
+#include "transports/ucx/ucx_tls.h"
 #include "transports/ucx/ucx_wire.h"
 
 namespace weft {
@@ -118,8 +119,9 @@ Status UcxTransport::init() {
   // segment (64 KiB by default): 1 MiB ones take a 16 MiB allreduce on two
   // ranks from 12.2 to 7.7 ms. UCP hands keys it does not know itself to the
   // transports' own tables, without their prefix ("TCP_" here); only tcp
-  // has this key.
-  if (!getenv("UCX_TCP_RX_SEG_SIZE") && ucp_config_modify(cfg, "RX_SEG_SIZE", "1M") != UCS_OK)
+  // has this key (set where UCX_TLS leaves tcp out, UCP warns of it).
+  if (tlsMayUse({"tcp"}) && !getenv("UCX_TCP_RX_SEG_SIZE") &&
+      ucp_config_modify(cfg, "RX_SEG_SIZE", "1M") != UCS_OK)
     WEFT_INFO(kTransport, "ucx transport: this UCX takes no RX_SEG_SIZE for its tcp transport");
   // Without RDMA, rendezvous buys no zero copy: over tcp it adds a round
   // trip and moves the data as active messages. UCP starts it at about 20
