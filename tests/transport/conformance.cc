@@ -40,6 +40,14 @@ const char* orderName(Order o) {
   return o == Order::RecvFirst ? "recv first" : o == Order::SendFirst ? "send first" : "recv late";
 }
 
+// Order::RecvLate's pause: both ranks progress for 20 ms (sends go out,
+// arrivals are taken in), then meet.
+Status settle(Rank& r) {
+  const uint64_t end = nowNs() + 20000000ull;
+  while (nowNs() < end) WEFT_RETURN_IF_ERROR(r.transport->progress());
+  return r.barrier() ? Status::ok() : Status(WEFT_ERR_TIMEOUT, "barrier after the pause");
+}
+
 // Each rank sends every size to its partner and receives the partner's, in
 // `order`, with a barrier in between so the other side's posts really come
 // first.
@@ -61,12 +69,7 @@ Body sizesBody(Order order, size_t maxSize) {
       } else {
         TP_POST(r.ep(p).postSend(sb.data(), len, tag, MemType::Host, &cs));
         TP_CHECK(r.barrier(), "barrier");
-        if (order == Order::RecvLate) {
-          // Both ranks progress for 20 ms: sends go out, arrivals are taken in.
-          const uint64_t end = nowNs() + 20000000ull;
-          while (nowNs() < end) TP_OK(r.transport->progress());
-          TP_CHECK(r.barrier(), "barrier");
-        }
+        if (order == Order::RecvLate) TP_OK(settle(r));
         TP_POST(r.ep(p).postRecv(rb.data(), len, tag, MemType::Host, &cr));
       }
       TP_OK(r.drive({&cs, &cr}));
@@ -79,8 +82,10 @@ Body sizesBody(Order order, size_t maxSize) {
 }
 
 // 100 messages of mixed sizes (0 B .. 300 KiB) each way, all posted before
-// any progress() call.
-Body manyInFlightBody(bool recvFirst) {
+// any progress() call, or (RecvLate) the receives only once the sends were
+// taken in.
+Body manyInFlightBody(Order order) {
+  const bool recvFirst = order == Order::RecvFirst;
   return [=](Rank& r) -> std::string {
     TP_OK(r.setup());
     int p = r.partner();
@@ -109,6 +114,7 @@ Body manyInFlightBody(bool recvFirst) {
     };
     std::string err = recvFirst ? postRecvs() : postSends();
     if (!err.empty()) return err;
+    if (order == Order::RecvLate) TP_OK(settle(r));
     err = recvFirst ? postSends() : postRecvs();
     if (!err.empty()) return err;
     std::vector<Completion*> all;
@@ -192,7 +198,8 @@ TEST_CASE("transport: tcp with 1 and 4 sockets per peer", "[transport][tcp]") {
   s.config.nsocksPerPeer = nsocks;
   expectPass(runGroup(
       s, sizesBody(mode == Mode::Threads ? Order::RecvFirst : Order::SendFirst, 64u << 20)));
-  expectPass(runGroup(s, manyInFlightBody(mode == Mode::Procs)));
+  expectPass(
+      runGroup(s, manyInFlightBody(mode == Mode::Procs ? Order::RecvFirst : Order::SendFirst)));
 }
 
 TEST_CASE("transport: shm with small slots (messages span many slots)", "[transport][shm]") {
@@ -202,16 +209,16 @@ TEST_CASE("transport: shm with small slots (messages span many slots)", "[transp
   s.config.shmSlots = 3;
   s.config.shmSlotBytes = 4096;
   expectPass(runGroup(s, sizesBody(Order::SendFirst, 2u << 20)));
-  expectPass(runGroup(s, manyInFlightBody(true)));
+  expectPass(runGroup(s, manyInFlightBody(Order::RecvFirst)));
 }
 
-TEST_CASE("transport: 100 messages in flight before any progress", "[transport]") {
+TEST_CASE("transport: 100 messages in flight before any progress - or received late",
+          "[transport]") {
   Kind kind = GENERATE(from_range(withOptional({Kind::Self, Kind::Shm, Kind::Tcp})));
   Mode mode = GENERATE(Mode::Threads, Mode::Procs);
-  bool recvFirst = GENERATE(true, false);
-  INFO(kindName(kind) << " / " << modeName(mode)
-                      << (recvFirst ? " / recvs first" : " / sends first"));
-  expectPass(runGroup(spec(kind, mode, 2), manyInFlightBody(recvFirst)));
+  Order order = GENERATE(Order::RecvFirst, Order::SendFirst, Order::RecvLate);
+  INFO(kindName(kind) << " / " << modeName(mode) << " / " << orderName(order));
+  expectPass(runGroup(spec(kind, mode, 2), manyInFlightBody(order)));
 }
 
 TEST_CASE("transport: activity() grows while a long message moves and never goes back",
