@@ -37,7 +37,15 @@ const size_t kSizes[] = {0, 1, 7, 4096, 12000, 200000, (1u << 20) + 3, 64u << 20
 // receive of several eager fragments completes inside the posting call).
 enum class Order { RecvFirst, SendFirst, RecvLate };
 const char* orderName(Order o) {
-  return o == Order::RecvFirst ? "recv first" : o == Order::SendFirst ? "send first" : "recv late";
+  switch (o) {
+    case Order::RecvFirst:
+      return "recv first";
+    case Order::SendFirst:
+      return "send first";
+    case Order::RecvLate:
+      return "recv late";
+  }
+  return "?";
 }
 
 // Order::RecvLate's pause: both ranks progress for 20 ms (sends go out,

@@ -12,6 +12,9 @@ namespace ucx {
 namespace {
 
 constexpr size_t kUnknownLength = ~size_t(0);
+// What a part's request slot holds while UCP is posting it (beginPart).
+char postingMark;
+void* const kPosting = &postingMark;
 
 // Whether UCX_TLS lets UCP use a network transport (all of which handle
 // peer failure); false for shared-memory-only lists such as "sm".
@@ -137,11 +140,6 @@ Status UcxPeer::recvPart(MsgOp* op, int i, void* data, size_t len, Kind k) {
 // returns the request its callback already freed. Counted after, that
 // callback took the op's last count and released it under the caller.
 // req[i] holds kPosting until the call returns: a callback clears it.
-namespace {
-char postingMark;
-void* const kPosting = &postingMark;
-}  // namespace
-
 void UcxPeer::beginPart(MsgOp* op, int i) {
   ++op->parts;
   op->req[i] = kPosting;
