@@ -27,8 +27,9 @@ struct Slot {
 };
 
 // This thread's slot, registered for the freeing side's scan on first use
-// and released when the thread exits. initial-exec: no __tls_get_addr.
-inline thread_local Slot* tSlot __attribute__((tls_model("initial-exec"))) = nullptr;
+// and released when the thread exits. A plain TLS word (see errors.cc on
+// the TLS model: libweft.so must load with dlopen, so no initial-exec).
+inline thread_local Slot* tSlot = nullptr;
 Slot* newSlotForThread();
 inline Slot* slotForThread() {
   Slot* s = tSlot;

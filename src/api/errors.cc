@@ -74,22 +74,27 @@ Comm* lookupCommCached(weft_comm_t c, Status* st) {
   // first (call_guard.h): abort or destroy on another thread then waits for
   // this call to end before freeing the comm. A destroyed handle always
   // misses (its destroy moved the generation) and fails as before.
-  // initial-exec: no __tls_get_addr call (24 bytes of static TLS).
-  static thread_local weft_comm_t lastHandle __attribute__((tls_model("initial-exec"))) = nullptr;
-  static thread_local uint64_t lastGen __attribute__((tls_model("initial-exec"))) = 0;
-  static thread_local Comm* last __attribute__((tls_model("initial-exec"))) = nullptr;
-  if (c && c == lastHandle) {
-    callguard::enter(last);
-    if (gRegistryGen.load(std::memory_order_acquire) == lastGen) return last;
+  // One TLS struct, read through a TLS descriptor (-mtls-dialect=gnu2, the
+  // top-level CMakeLists.txt): no lock, no __tls_get_addr call on x86-64.
+  struct Last {
+    weft_comm_t handle = nullptr;
+    uint64_t gen = 0;
+    Comm* comm = nullptr;
+  };
+  static thread_local Last last;
+  Last& l = last;
+  if (c && c == l.handle) {
+    callguard::enter(l.comm);
+    if (gRegistryGen.load(std::memory_order_acquire) == l.gen) return l.comm;
     callguard::leave();
   }
   const uint64_t gen = gRegistryGen.load(std::memory_order_acquire);
   Comm* found = lookupCommEntering(c, st);
   if (!found) return nullptr;
-  lastHandle = c;
-  lastGen = gen;
-  last = found;
-  return last;
+  l.handle = c;
+  l.gen = gen;
+  l.comm = found;
+  return found;
 }
 
 std::shared_ptr<Comm> lookupComm(weft_comm_t c, Status* st) {
@@ -112,9 +117,9 @@ weft_result_t setError(weft_comm_t comm, const Status& st) {
 
 GroupState& threadGroup() {
   // Every call asks for it: the object's address is kept in a word of static
-  // TLS (initial-exec, no __tls_get_addr, no guard), the object itself in
+  // TLS (a plain word, no guard), the object itself in
   // dynamic TLS (it has a destructor).
-  static thread_local GroupState* cached __attribute__((tls_model("initial-exec"))) = nullptr;
+  static thread_local GroupState* cached = nullptr;
   if (cached) return *cached;
   thread_local GroupState g;
   cached = &g;

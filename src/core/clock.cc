@@ -62,12 +62,16 @@ TscClock calibrate() {
 namespace {
 
 // This thread's anchor: the counter and the system clock read together,
-// and the last value returned. initial-exec: read without a call to
-// __tls_get_addr (a few bytes of static TLS, which glibc keeps spare for
-// dlopened libraries).
-thread_local uint64_t tAnchorTsc __attribute__((tls_model("initial-exec"))) = 0;
-thread_local uint64_t tAnchorNs __attribute__((tls_model("initial-exec"))) = 0;
-thread_local uint64_t tLast __attribute__((tls_model("initial-exec"))) = 0;
+// and the last value returned. Read through a TLS descriptor
+// (-mtls-dialect=gnu2): no call to __tls_get_addr, and no initial-exec
+// model, which would make libweft.so refuse to load with dlopen.
+// One struct, so that a read of all three is one descriptor call.
+struct Anchor {
+  uint64_t tsc = 0;
+  uint64_t ns = 0;
+  uint64_t last = 0;
+};
+thread_local Anchor tAnchor;
 
 // The system clock between two counter reads, the pair taken at their
 // midpoint; a pair the thread was preempted in (wider than 2 us) is taken
@@ -81,13 +85,13 @@ __attribute__((noinline, cold)) uint64_t reanchor(const TscClock& clock) {
     const uint64_t c0 = __rdtsc(), ns = systemNowNs(), c1 = __rdtsc();
     if (c1 - c0 < best) {
       best = c1 - c0;
-      tAnchorNs = ns;
-      tAnchorTsc = c0 + (c1 - c0) / 2;
+      tAnchor.ns = ns;
+      tAnchor.tsc = c0 + (c1 - c0) / 2;
     }
   }
-  uint64_t v = tAnchorNs;
-  if (v < tLast) v = tLast;
-  tLast = v;
+  uint64_t v = tAnchor.ns;
+  if (v < tAnchor.last) v = tAnchor.last;
+  tAnchor.last = v;
   return v;
 }
 
@@ -115,12 +119,12 @@ __attribute__((noinline)) uint64_t nowNsSlow() {
     gClockReady.store(true, std::memory_order_release);
   }
   const uint64_t t = __rdtsc();
-  if (tAnchorNs != 0 && t - tAnchorTsc < clock.reanchorTicks) {
-    uint64_t v = tAnchorNs +
+  if (tAnchor.ns != 0 && t - tAnchor.tsc < clock.reanchorTicks) {
+    uint64_t v = tAnchor.ns +
                  static_cast<uint64_t>(static_cast<int64_t>(
-                     static_cast<double>(static_cast<int64_t>(t - tAnchorTsc)) * clock.nsPerTick));
-    if (v < tLast) v = tLast;
-    tLast = v;
+                     static_cast<double>(static_cast<int64_t>(t - tAnchor.tsc)) * clock.nsPerTick));
+    if (v < tAnchor.last) v = tAnchor.last;
+    tAnchor.last = v;
     return v;
   }
   return reanchor(clock);
@@ -134,16 +138,16 @@ uint64_t nowNs() {
   // gClock is written once, before gClockReady (which only goes true).
   if (gClockReady.load(std::memory_order_acquire)) {
     const uint64_t t = __rdtsc();
-    if (tAnchorNs != 0 && t - tAnchorTsc < gClock.reanchorTicks) {
+    if (tAnchor.ns != 0 && t - tAnchor.tsc < gClock.reanchorTicks) {
       // Through int64: unsigned 64-bit <-> double conversions take a dozen
       // instructions each on x86-64 (the difference is under a millisecond
       // of ticks: the anchor is renewed that often).
       uint64_t v =
-          tAnchorNs +
+          tAnchor.ns +
           static_cast<uint64_t>(static_cast<int64_t>(
-              static_cast<double>(static_cast<int64_t>(t - tAnchorTsc)) * gClock.nsPerTick));
-      if (v < tLast) v = tLast;
-      tLast = v;
+              static_cast<double>(static_cast<int64_t>(t - tAnchor.tsc)) * gClock.nsPerTick));
+      if (v < tAnchor.last) v = tAnchor.last;
+      tAnchor.last = v;
       return v;
     }
   }
