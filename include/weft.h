@@ -118,6 +118,30 @@ weft_result_t weft_get_unique_id(weft_unique_id_t *id);
  * [0, nranks), an id not made by weft_get_unique_id), TIMEOUT, REMOTE, SYSTEM. */
 weft_result_t weft_comm_init_rank(weft_comm_t *comm, int nranks, weft_unique_id_t id, int rank);
 
+/* Settings for one communicator, overriding the environment's (WEFT_*) for
+ * it alone. Initialise with WEFT_CONFIG_INITIALIZER, then set what you need;
+ * `size` lets later versions add fields without breaking older callers. A
+ * field left at its initial value (0) takes the environment's value. */
+typedef struct {
+  size_t size;                /* sizeof(weft_config_t) */
+  double timeout_s;           /* > 0: as WEFT_TIMEOUT_S, for this comm's calls */
+  double bootstrap_timeout_s; /* > 0: as WEFT_BOOTSTRAP_TIMEOUT_S, for its creation */
+} weft_config_t;
+#define WEFT_CONFIG_INITIALIZER {sizeof(weft_config_t), 0.0, 0.0}
+
+/* As weft_comm_init_rank, with `config` (NULL: the environment's settings).
+ * Errors as weft_comm_init_rank, and INVALID_ARGUMENT for a config whose
+ * size is 0 or whose timeouts are negative or not numbers. */
+weft_result_t weft_comm_init_rank_config(weft_comm_t *comm, int nranks, weft_unique_id_t id,
+                                         int rank, const weft_config_t *config);
+
+/* Sets how long the comm's later calls may go without progress before they
+ * fail with WEFT_ERR_TIMEOUT (as WEFT_TIMEOUT_S, for this comm alone). Call
+ * it between calls, from the thread that drives the comm (a framework sets
+ * each operation's own timeout this way). Errors: INVALID_ARGUMENT for a
+ * dead comm or a timeout that is not > 0. */
+weft_result_t weft_comm_set_timeout(weft_comm_t comm, double timeout_s);
+
 /* Creates `nranks` communicators in this process (comms[i] is rank i), each
  * then driven by its own thread. */
 weft_result_t weft_comm_init_all(weft_comm_t *comms, int nranks);
@@ -197,6 +221,28 @@ weft_result_t weft_send(const void *buf, size_t count, weft_datatype_t datatype,
 weft_result_t weft_recv(void *buf, size_t count, weft_datatype_t datatype, int peer,
                         weft_comm_t comm, weft_stream_t stream);
 weft_result_t weft_barrier(weft_comm_t comm, weft_stream_t stream);
+
+/* Gather, scatter and all-to-all with per-rank counts: sends and receives
+ * issued as one group (as NCCL builds them), so they nest inside a caller's
+ * group too. Counts are in elements of `datatype`.
+ * gather: root's recvbuf holds nranks * count elements, rank i's at offset
+ * i * count; other ranks' recvbuf is ignored (may be NULL).
+ * scatter: root's sendbuf holds nranks * count elements; block i goes to
+ * rank i's recvbuf; other ranks' sendbuf is ignored (may be NULL).
+ * alltoallv: sendcounts[j] elements from sendbuf + sdispls[j] go to rank j,
+ * landing at recvbuf + rdispls[i] of its buffer (i = this rank), where its
+ * recvcounts[i] must equal them. Every array has nranks entries. In place
+ * (sendbuf == recvbuf) is refused: the blocks would overwrite each other. */
+weft_result_t weft_gather(const void *sendbuf, void *recvbuf, size_t count,
+                          weft_datatype_t datatype, int root, weft_comm_t comm,
+                          weft_stream_t stream);
+weft_result_t weft_scatter(const void *sendbuf, void *recvbuf, size_t count,
+                           weft_datatype_t datatype, int root, weft_comm_t comm,
+                           weft_stream_t stream);
+weft_result_t weft_alltoallv(const void *sendbuf, const size_t *sendcounts,
+                             const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+                             const size_t *rdispls, weft_datatype_t datatype, weft_comm_t comm,
+                             weft_stream_t stream);
 
 /* ---- Groups and nonblocking work -------------------------------------- */
 

@@ -1,5 +1,6 @@
 // The C API for communicators: create, split, destroy, abort, query.
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -38,15 +39,34 @@ weft_comm_t wrap(std::shared_ptr<Comm> impl) {
   return h;
 }
 
-Status initRank(weft_comm_t* comm, int nranks, const weft_unique_id_t& id, int rank) {
+// A usable config: NULL, or one whose size covers the fields read and whose
+// timeouts are 0 (the environment's) or positive.
+Status checkConfig(const weft_config_t* config) {
+  if (!config) return Status();
+  if (config->size < offsetof(weft_config_t, bootstrap_timeout_s) + sizeof(double))
+    return invalidArgument(strFormat(
+        "config->size is %zu; initialise the config with WEFT_CONFIG_INITIALIZER (size %zu)",
+        config->size, sizeof(weft_config_t)));
+  if (!(config->timeout_s >= 0))
+    return invalidArgument(strFormat("config->timeout_s is %g; it must be 0 (the environment's) or "
+                                     "more", config->timeout_s));
+  if (!(config->bootstrap_timeout_s >= 0))
+    return invalidArgument(strFormat("config->bootstrap_timeout_s is %g; it must be 0 (the "
+                                     "environment's) or more", config->bootstrap_timeout_s));
+  return Status();
+}
+
+Status initRank(weft_comm_t* comm, int nranks, const weft_unique_id_t& id, int rank,
+                const weft_config_t* config = nullptr) {
   if (!comm) return invalidArgument("comm (the output pointer) is NULL");
+  WEFT_RETURN_IF_ERROR(checkConfig(config));
   if (nranks < 1) return invalidArgument(strFormat("nranks is %d; it must be at least 1", nranks));
   if (rank < 0 || rank >= nranks)
     return invalidArgument(strFormat("rank %d is outside [0, %d)", rank, nranks));
   UniqueIdData d;
   WEFT_RETURN_IF_ERROR(decodeUniqueId(id, &d));
   std::shared_ptr<Comm> impl;
-  WEFT_RETURN_IF_ERROR(Comm::create(id, nranks, rank, &impl));
+  WEFT_RETURN_IF_ERROR(Comm::create(id, nranks, rank, &impl, config));
   *comm = wrap(std::move(impl));
   return Status();
 }
@@ -134,6 +154,23 @@ weft_result_t weft_get_unique_id(weft_unique_id_t* id) {
 weft_result_t weft_comm_init_rank(weft_comm_t* comm, int nranks, weft_unique_id_t id, int rank) {
   Status st = initRank(comm, nranks, id, rank);
   return st.isOk() ? WEFT_SUCCESS : setError(static_cast<Comm*>(nullptr), st);
+}
+
+weft_result_t weft_comm_init_rank_config(weft_comm_t* comm, int nranks, weft_unique_id_t id,
+                                         int rank, const weft_config_t* config) {
+  Status st = initRank(comm, nranks, id, rank, config);
+  return st.isOk() ? WEFT_SUCCESS : setError(static_cast<Comm*>(nullptr), st);
+}
+
+weft_result_t weft_comm_set_timeout(weft_comm_t comm, double timeout_s) {
+  Status st;
+  std::shared_ptr<Comm> c = lookupComm(comm, &st);
+  if (!c) return setError(static_cast<Comm*>(nullptr), st);
+  if (!(timeout_s > 0))
+    return setError(c.get(), invalidArgument(strFormat(
+                                 "timeout_s is %g; it must be more than 0 seconds", timeout_s)));
+  c->setTimeout(timeout_s);
+  return WEFT_SUCCESS;
 }
 
 weft_result_t weft_comm_init_all(weft_comm_t* comms, int nranks) {

@@ -50,11 +50,15 @@ uint64_t getU64(const std::string& s, size_t off) {
 
 }  // namespace
 
-Status Comm::create(const weft_unique_id_t& id, int nranks, int rank, std::shared_ptr<Comm>* out) {
+Status Comm::create(const weft_unique_id_t& id, int nranks, int rank, std::shared_ptr<Comm>* out,
+                    const weft_config_t* config) {
   std::shared_ptr<Comm> c(new Comm());
   c->rank_ = rank;
   c->nranks_ = nranks;
   c->cfg_ = Config::fromEnv();
+  if (config && config->timeout_s > 0) c->cfg_.timeoutS = config->timeout_s;
+  if (config && config->bootstrap_timeout_s > 0)
+    c->cfg_.bootstrapTimeoutS = config->bootstrap_timeout_s;
   Status st = c->init(id);
   if (st.isError()) {
     c->abort();
@@ -62,6 +66,12 @@ Status Comm::create(const weft_unique_id_t& id, int nranks, int rank, std::share
   }
   *out = std::move(c);
   return Status();
+}
+
+void Comm::setTimeout(double timeoutS) {
+  std::lock_guard<Mutex> lk(mu);
+  cfg_.timeoutS = timeoutS;
+  if (engine_) engine_->setTimeout(timeoutS);
 }
 
 Status Comm::init(const weft_unique_id_t& id) {

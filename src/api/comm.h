@@ -31,13 +31,16 @@ namespace weft {
 class Comm {
  public:
   // Joins the communicator of `id` (collective over all ranks).
+  // `config` (may be NULL, already checked) overrides the environment's.
   static Status create(const weft_unique_id_t& id, int nranks, int rank,
-                       std::shared_ptr<Comm>* out);
+                       std::shared_ptr<Comm>* out, const weft_config_t* config = nullptr);
   ~Comm();
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
   const Config& config() const { return cfg_; }
+  // The timeout of later calls (weft_comm_set_timeout); takes `mu`.
+  void setTimeout(double timeoutS);
   const std::vector<PeerInfo>& peers() const { return peers_; }
   // The transport name used for each peer ("self", "shm", "tcp").
   const std::string& transportOf(int peer) const { return transportNames_[peer]; }

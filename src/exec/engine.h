@@ -76,6 +76,8 @@ class Engine {
   void sleepIdle(const IdleWait& w) const;
   void idleWait(int idleRounds, int maxUs = 1000) { sleepIdle(prepareIdle(idleRounds, maxUs)); }
   bool busy() const { return !ops_.empty() || alone_; }
+  // How long an op may go without progress from now on (Comm::setTimeout).
+  void setTimeout(double timeoutS) { cfg_.timeoutS = timeoutS; }
   // A blocking call may run alone (runAlone): nothing in flight, no error,
   // and local steps run on the host.
   bool canRunAlone() const { return ops_.empty() && !alone_ && error_.isOk() && !local_; }
