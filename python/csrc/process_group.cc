@@ -339,13 +339,29 @@ Ptr ProcessGroupWeft::broadcast(std::vector<at::Tensor>& tensors, const c10d::Br
 
 Ptr ProcessGroupWeft::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                 std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
-  return allgather_coalesced(outputs, inputs, opts);
+  return allgatherLists(outputs, inputs, opts, "allgather");
 }
 
+// c10d's allgather_coalesced lists outputs by rank ([rank][input]);
+// allgatherLists takes them by input ([input][rank]).
 Ptr ProcessGroupWeft::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputLists,
                                           std::vector<at::Tensor>& inputs,
                                           const c10d::AllgatherOptions& opts) {
-  const char* name = inputs.size() == 1 ? "allgather" : "allgather_coalesced";
+  const char* name = "allgather_coalesced";
+  TORCH_CHECK(static_cast<int>(outputLists.size()) == getSize(), "weft: ", name, " needs ",
+              getSize(), " output lists (one per rank), not ", outputLists.size());
+  std::vector<std::vector<at::Tensor>> byInput(inputs.size());
+  for (const auto& perRank : outputLists) {
+    TORCH_CHECK(perRank.size() == inputs.size(), "weft: ", name, ": an output list has ",
+                perRank.size(), " tensors for ", inputs.size(), " inputs");
+    for (size_t j = 0; j < inputs.size(); ++j) byInput[j].push_back(perRank[j]);
+  }
+  return allgatherLists(byInput, inputs, opts, name);
+}
+
+Ptr ProcessGroupWeft::allgatherLists(std::vector<std::vector<at::Tensor>>& outputLists,
+                                     std::vector<at::Tensor>& inputs,
+                                     const c10d::AllgatherOptions& opts, const char* name) {
   TORCH_CHECK(!inputs.empty() && outputLists.size() == inputs.size(), "weft: ", name,
               " needs one output list per input (got ", outputLists.size(), " lists and ",
               inputs.size(), " inputs)");

@@ -100,6 +100,10 @@ class ProcessGroupWeft : public c10d::Backend {
                  const std::vector<at::Tensor>& inputs, std::vector<at::Tensor> outputs,
                  std::chrono::milliseconds timeout);
   double timeoutS(std::chrono::milliseconds opTimeout) const;
+  // allgather of each input j into outputLists[j] (one tensor per rank).
+  c10::intrusive_ptr<c10d::Work> allgatherLists(std::vector<std::vector<at::Tensor>>& outputLists,
+                                                std::vector<at::Tensor>& inputs,
+                                                const c10d::AllgatherOptions& opts, const char* name);
   c10::intrusive_ptr<c10d::Work> allreduceOne(at::Tensor t, const c10d::ReduceOp& op,
                                               std::chrono::milliseconds timeout, bool asyncOp,
                                               const char* name);

@@ -169,9 +169,13 @@ bool Runner::pollFlights() {
 std::exception_ptr Runner::makeError(const Batch& b, weft_result_t r) {
   std::string names;
   for (const Op& op : b.ops) names += (names.empty() ? "" : ", ") + op.name;
+  // "Timed out" as gloo words it: scripts and torch's own tests look for it.
+  const std::string what = r == WEFT_ERR_TIMEOUT
+                               ? "Timed out after " + std::to_string(b.ops[0].timeoutS) +
+                                     " s without progress"
+                               : std::string(weft_get_error_string(r));
   std::string msg = "weft: " + names + " failed on rank " + std::to_string(rank_) + " of " +
-                    std::to_string(size_) + ": " + weft_get_error_string(r) + ": " +
-                    weft_get_last_error(nullptr);
+                    std::to_string(size_) + ": " + what + ": " + weft_get_last_error(nullptr);
   return distError(msg, fatal(r));
 }
 
