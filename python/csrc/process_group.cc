@@ -32,6 +32,23 @@ weft_result_t grouped(F&& calls) {
   return first != WEFT_SUCCESS ? first : end;
 }
 
+// Calls call(0) .. call(n - 1) as one group; the first failure is returned.
+template <typename F>
+weft_result_t groupedEach(size_t n, F&& call) {
+  return grouped([&] {
+    for (size_t i = 0; i < n; ++i)
+      if (weft_result_t e = call(i); e != WEFT_SUCCESS) return e;
+    return WEFT_SUCCESS;
+  });
+}
+
+// After the op: each staging buffer back into its user tensor.
+std::function<void()> copyBackAll(std::vector<at::Tensor> users, std::vector<at::Tensor> bufs) {
+  return [users = std::move(users), bufs = std::move(bufs)]() {
+    for (size_t i = 0; i < users.size(); ++i) copyBack(users[i], bufs[i]);
+  };
+}
+
 // Every tensor of `list` flattened, one after the other, into a new tensor.
 at::Tensor flatCat(const std::vector<at::Tensor>& list) {
   std::vector<at::Tensor> flat;
@@ -198,19 +215,12 @@ Ptr ProcessGroupWeft::allreduce_coalesced(std::vector<at::Tensor>& tensors,
   Op op = makeOp(name, OpType::ALLREDUCE_COALESCED, "weft:all_reduce_coalesced", tensors, tensors,
                  opts.timeout);
   op.issue = [bufs, rs](weft_comm_t c) {
-    return grouped([&] {
-      for (size_t i = 0; i < bufs.size(); ++i)
-        if (weft_result_t e = weft_allreduce(ptr(bufs[i]), ptr(bufs[i]), rs[i].count, rs[i].dtype,
-                                             rs[i].op, c, nullptr);
-            e != WEFT_SUCCESS)
-          return e;
-      return WEFT_SUCCESS;
+    return groupedEach(bufs.size(), [&](size_t i) {
+      return weft_allreduce(ptr(bufs[i]), ptr(bufs[i]), rs[i].count, rs[i].dtype, rs[i].op, c,
+                            nullptr);
     });
   };
-  std::vector<at::Tensor> users = tensors;
-  op.after = [users, bufs]() {
-    for (size_t i = 0; i < users.size(); ++i) copyBack(users[i], bufs[i]);
-  };
+  op.after = copyBackAll(tensors, bufs);
   return run(std::move(op), opts.asyncOp);
 }
 
@@ -302,19 +312,12 @@ Ptr ProcessGroupWeft::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& o
                                            : OpType::REDUCE_SCATTER_TENSOR_COALESCED,
                  "weft:reduce_scatter_tensor", inputs, outputs, opts.timeout);
   op.issue = [ins, bufs, rs](weft_comm_t c) {
-    return grouped([&] {
-      for (size_t i = 0; i < bufs.size(); ++i)
-        if (weft_result_t e = weft_reduce_scatter(ptr(ins[i]), ptr(bufs[i]), rs[i].count,
-                                                  rs[i].dtype, rs[i].op, c, nullptr);
-            e != WEFT_SUCCESS)
-          return e;
-      return WEFT_SUCCESS;
+    return groupedEach(bufs.size(), [&](size_t i) {
+      return weft_reduce_scatter(ptr(ins[i]), ptr(bufs[i]), rs[i].count, rs[i].dtype, rs[i].op, c,
+                                 nullptr);
     });
   };
-  std::vector<at::Tensor> users = outputs;
-  op.after = [users, bufs]() {
-    for (size_t i = 0; i < users.size(); ++i) copyBack(users[i], bufs[i]);
-  };
+  op.after = copyBackAll(outputs, bufs);
   return run(std::move(op), opts.asyncOp);
 }
 
@@ -381,13 +384,8 @@ Ptr ProcessGroupWeft::allgatherLists(std::vector<std::vector<at::Tensor>>& outpu
   Op op = makeOp(name, inputs.size() == 1 ? OpType::ALLGATHER : OpType::ALLGATHER_COALESCED,
                  "weft:all_gather", inputs, allOut, opts.timeout);
   op.issue = [ins, flats](weft_comm_t c) {
-    return grouped([&] {
-      for (size_t i = 0; i < ins.size(); ++i)
-        if (weft_result_t e = weft_allgather(ptr(ins[i]), ptr(flats[i]), bytes(ins[i]), WEFT_UINT8,
-                                             c, nullptr);
-            e != WEFT_SUCCESS)
-          return e;
-      return WEFT_SUCCESS;
+    return groupedEach(ins.size(), [&](size_t i) {
+      return weft_allgather(ptr(ins[i]), ptr(flats[i]), bytes(ins[i]), WEFT_UINT8, c, nullptr);
     });
   };
   std::vector<std::vector<at::Tensor>> lists = outputLists;
@@ -421,19 +419,11 @@ Ptr ProcessGroupWeft::allgather_into_tensor_coalesced(std::vector<at::Tensor>& o
                                            : OpType::ALLGATHER_INTO_TENSOR_COALESCED,
                  "weft:all_gather_into_tensor", inputs, outputs, opts.timeout);
   op.issue = [ins, bufs](weft_comm_t c) {
-    return grouped([&] {
-      for (size_t i = 0; i < ins.size(); ++i)
-        if (weft_result_t e = weft_allgather(ptr(ins[i]), ptr(bufs[i]), bytes(ins[i]), WEFT_UINT8,
-                                             c, nullptr);
-            e != WEFT_SUCCESS)
-          return e;
-      return WEFT_SUCCESS;
+    return groupedEach(ins.size(), [&](size_t i) {
+      return weft_allgather(ptr(ins[i]), ptr(bufs[i]), bytes(ins[i]), WEFT_UINT8, c, nullptr);
     });
   };
-  std::vector<at::Tensor> users = outputs;
-  op.after = [users, bufs]() {
-    for (size_t i = 0; i < users.size(); ++i) copyBack(users[i], bufs[i]);
-  };
+  op.after = copyBackAll(outputs, bufs);
   return run(std::move(op), opts.asyncOp);
 }
 
@@ -620,10 +610,7 @@ Ptr ProcessGroupWeft::alltoall(std::vector<at::Tensor>& outputs, std::vector<at:
       return WEFT_SUCCESS;
     });
   };
-  std::vector<at::Tensor> users = outputs;
-  op.after = [users, bufs]() {
-    for (size_t i = 0; i < users.size(); ++i) copyBack(users[i], bufs[i]);
-  };
+  op.after = copyBackAll(outputs, bufs);
   return run(std::move(op), opts.asyncOp);
 }
 
