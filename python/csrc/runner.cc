@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 namespace weft_torch {
 namespace {
@@ -12,6 +13,12 @@ namespace {
 // the comm is aborted and every later op fails with the first error.
 bool fatal(weft_result_t r) {
   return r != WEFT_ERR_INVALID_ARGUMENT && r != WEFT_ERR_INVALID_USAGE;
+}
+
+std::string seconds(double s) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%g s", s);
+  return buf;
 }
 
 std::exception_ptr distError(const std::string& msg, bool backendError) {
@@ -171,8 +178,8 @@ std::exception_ptr Runner::makeError(const Batch& b, weft_result_t r) {
   for (const Op& op : b.ops) names += (names.empty() ? "" : ", ") + op.name;
   // "Timed out" as gloo words it: scripts and torch's own tests look for it.
   const std::string what = r == WEFT_ERR_TIMEOUT
-                               ? "Timed out after " + std::to_string(b.ops[0].timeoutS) +
-                                     " s without progress"
+                               ? "Timed out after " + seconds(b.ops[0].timeoutS) +
+                                     " without progress"
                                : std::string(weft_get_error_string(r));
   std::string msg = "weft: " + names + " failed on rank " + std::to_string(rank_) + " of " +
                     std::to_string(size_) + ": " + what + ": " + weft_get_last_error(nullptr);
