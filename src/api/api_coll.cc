@@ -33,11 +33,6 @@ struct Call {
   weft_datatype_t dt() const { return static_cast<weft_datatype_t>(dtype); }
 };
 
-bool overlaps(const void* a, size_t alen, const void* b, size_t blen) {
-  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return alen && blen && x < y + blen && y < x + alen;
-}
-
 // The call's arguments, checked; *needSend / *needRecv: whether this rank
 // reads sendbuf / writes recvbuf.
 Status check(const Comm* c, const Call& k, CollArgs* out, bool* needSendOut, bool* needRecvOut) {

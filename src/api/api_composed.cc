@@ -36,11 +36,6 @@ Status checkSize(const char* name, size_t count, size_t elt, size_t n, size_t* b
   return Status();
 }
 
-bool overlaps(const void* a, size_t alen, const void* b, size_t blen) {
-  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return alen && blen && x < y + blen && y < x + alen;
-}
-
 // One send or receive of the group.
 struct P2p {
   bool send;
@@ -72,6 +67,42 @@ weft_result_t refuse(const std::shared_ptr<Comm>& c, const Status& st) {
   return c ? setError(c.get(), st) : setError(static_cast<Comm*>(nullptr), st);
 }
 
+// Gather (`toRoot`) and scatter: every rank's `block` (count elements) and
+// the root's `all` (nranks blocks, rank i's at i). Gather sends each block to
+// the root, which receives block i into all + i; scatter the other way. The
+// root's own block moves through a message to itself unless it already is
+// its block of `all` (in place).
+weft_result_t rootedBlocks(bool toRoot, void* block, void* all, size_t count, weft_datatype_t dt,
+                           int root, weft_comm_t comm, weft_stream_t stream) {
+  const char* name = toRoot ? "gather" : "scatter";
+  const char* blockName = toRoot ? "sendbuf" : "recvbuf";
+  const char* allName = toRoot ? "recvbuf" : "sendbuf";
+  std::shared_ptr<Comm> c;
+  size_t elt = 0, total = 0;
+  Status st = checkCommon(name, comm, static_cast<int>(dt), root, true, &c, &elt);
+  if (st.isOk()) st = checkSize(name, count, elt, c->nranks(), &total);
+  if (st.isError()) return refuse(c, st);
+  const int n = c->nranks(), me = c->rank();
+  const size_t blk = count * elt;
+  auto* all8 = static_cast<uint8_t*>(all);
+  const bool inPlace = me == root && block == all8 + me * blk;
+  if (count && !block)
+    st = invalidArgument(strFormat("%s: %s is NULL with count %zu", name, blockName, count));
+  else if (count && me == root && !all)
+    st = invalidArgument(strFormat("%s: %s is NULL on the root with count %zu", name, allName, count));
+  else if (me == root && !inPlace && overlaps(block, blk, all, total))
+    st = invalidArgument(strFormat("%s: %s overlaps %s but is not rank %d's block of it", name,
+                                   blockName, allName, me));
+  if (st.isError()) return refuse(c, st);
+  if (count == 0) return WEFT_SUCCESS;
+  std::vector<P2p> ops;
+  if (!inPlace) ops.push_back({toRoot, block, count, root});
+  if (me == root)
+    for (int r = 0; r < n; ++r)
+      if (!(inPlace && r == me)) ops.push_back({!toRoot, all8 + r * blk, count, r});
+  return ops.empty() ? WEFT_SUCCESS : issue(comm, ops, dt, stream);
+}
+
 }  // namespace
 
 extern "C" {
@@ -79,61 +110,13 @@ extern "C" {
 weft_result_t weft_gather(const void* sendbuf, void* recvbuf, size_t count,
                           weft_datatype_t datatype, int root, weft_comm_t comm,
                           weft_stream_t stream) {
-  const char* name = "gather";
-  std::shared_ptr<Comm> c;
-  size_t elt = 0, total = 0;
-  Status st = checkCommon(name, comm, static_cast<int>(datatype), root, true, &c, &elt);
-  if (st.isOk()) st = checkSize(name, count, elt, c->nranks(), &total);
-  if (st.isError()) return refuse(c, st);
-  const int n = c->nranks(), me = c->rank();
-  const size_t blk = count * elt;
-  if (count && !sendbuf) st = invalidArgument(strFormat("%s: sendbuf is NULL with count %zu", name, count));
-  else if (count && me == root && !recvbuf)
-    st = invalidArgument(strFormat("%s: recvbuf is NULL on the root with count %zu", name, count));
-  else if (me == root && overlaps(sendbuf, blk, recvbuf, total) &&
-           sendbuf != static_cast<uint8_t*>(recvbuf) + me * blk)
-    st = invalidArgument(strFormat("%s: sendbuf overlaps recvbuf but is not rank %d's block of it",
-                                   name, me));
-  if (st.isError()) return refuse(c, st);
-  if (count == 0) return WEFT_SUCCESS;
-  // The root's own block goes through a send to itself, unless in place.
-  const bool inPlace = me == root && sendbuf == static_cast<uint8_t*>(recvbuf) + me * blk;
-  std::vector<P2p> ops;
-  if (!inPlace) ops.push_back({true, const_cast<void*>(sendbuf), count, root});
-  if (me == root)
-    for (int r = 0; r < n; ++r)
-      if (!(inPlace && r == me)) ops.push_back({false, static_cast<uint8_t*>(recvbuf) + r * blk, count, r});
-  return ops.empty() ? WEFT_SUCCESS : issue(comm, ops, datatype, stream);
+  return rootedBlocks(true, const_cast<void*>(sendbuf), recvbuf, count, datatype, root, comm, stream);
 }
 
 weft_result_t weft_scatter(const void* sendbuf, void* recvbuf, size_t count,
                            weft_datatype_t datatype, int root, weft_comm_t comm,
                            weft_stream_t stream) {
-  const char* name = "scatter";
-  std::shared_ptr<Comm> c;
-  size_t elt = 0, total = 0;
-  Status st = checkCommon(name, comm, static_cast<int>(datatype), root, true, &c, &elt);
-  if (st.isOk()) st = checkSize(name, count, elt, c->nranks(), &total);
-  if (st.isError()) return refuse(c, st);
-  const int n = c->nranks(), me = c->rank();
-  const size_t blk = count * elt;
-  if (count && !recvbuf) st = invalidArgument(strFormat("%s: recvbuf is NULL with count %zu", name, count));
-  else if (count && me == root && !sendbuf)
-    st = invalidArgument(strFormat("%s: sendbuf is NULL on the root with count %zu", name, count));
-  else if (me == root && overlaps(sendbuf, total, recvbuf, blk) &&
-           recvbuf != static_cast<const uint8_t*>(sendbuf) + me * blk)
-    st = invalidArgument(strFormat("%s: recvbuf overlaps sendbuf but is not rank %d's block of it",
-                                   name, me));
-  if (st.isError()) return refuse(c, st);
-  if (count == 0) return WEFT_SUCCESS;
-  std::vector<P2p> ops;
-  const bool inPlace = me == root && recvbuf == static_cast<const uint8_t*>(sendbuf) + me * blk;
-  if (me == root)
-    for (int r = 0; r < n; ++r)
-      if (!(inPlace && r == me))
-        ops.push_back({true, const_cast<uint8_t*>(static_cast<const uint8_t*>(sendbuf)) + r * blk, count, r});
-  if (!inPlace) ops.push_back({false, recvbuf, count, root});
-  return ops.empty() ? WEFT_SUCCESS : issue(comm, ops, datatype, stream);
+  return rootedBlocks(false, recvbuf, const_cast<void*>(sendbuf), count, datatype, root, comm, stream);
 }
 
 weft_result_t weft_alltoallv(const void* sendbuf, const size_t* sendcounts, const size_t* sdispls,

@@ -30,6 +30,12 @@ Comm* lookupCommCached(weft_comm_t c, Status* st);
 extern std::atomic<uint64_t> gRegistryGen;
 inline uint64_t registryGen() { return gRegistryGen.load(std::memory_order_acquire); }
 
+// Whether [a, a + alen) and [b, b + blen) share a byte (empty ranges never do).
+inline bool overlaps(const void* a, size_t alen, const void* b, size_t blen) {
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return alen && blen && x < y + blen && y < x + alen;
+}
+
 // Records `st` as the last error of the calling thread and of `comm` (if
 // any) and returns its code.
 weft_result_t setError(weft_comm_t comm, const Status& st);
