@@ -31,6 +31,11 @@ void checkTensor(const at::Tensor& t, const char* call, const char* what) {
               " is not a dense tensor (layout ", t.layout(), "); weft has no sparse collectives");
 }
 
+void checkRoot(int64_t root, int size, const char* call) {
+  TORCH_CHECK(root >= 0 && root < size, "weft: ", call, ": root ", root, " is outside [0, ", size,
+              ")");
+}
+
 void checkSingle(const std::vector<at::Tensor>& tensors, const char* call) {
   TORCH_CHECK(tensors.size() == 1, "weft: ", call, " takes one tensor per rank, not ",
               tensors.size());

@@ -35,6 +35,8 @@ at::Tensor bitwiseFold(const at::Tensor& gathered, int op, const at::Tensor& lik
 
 // Raises unless `t` is a dense CPU tensor (naming `call` and `what`).
 void checkTensor(const at::Tensor& t, const char* call, const char* what);
+// Raises unless `root` is a rank of a group of `size`.
+void checkRoot(int64_t root, int size, const char* call);
 // Raises unless `tensors` holds exactly one tensor.
 void checkSingle(const std::vector<at::Tensor>& tensors, const char* call);
 // Raises unless `t` has `dtype` and `numel` elements.

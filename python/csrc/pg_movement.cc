@@ -18,8 +18,7 @@ Ptr ProcessGroupWeft::broadcast(std::vector<at::Tensor>& tensors, const c10d::Br
   at::Tensor t = tensors[0];
   checkTensor(t, name, "the tensor");
   const int root = static_cast<int>(opts.rootRank);
-  TORCH_CHECK(root >= 0 && root < getSize(), "weft: broadcast: root ", opts.rootRank,
-              " is outside [0, ", getSize(), ")");
+  checkRoot(opts.rootRank, getSize(), "broadcast");
   at::Tensor buf = writable(t);
   Op op = makeOp(name, OpType::BROADCAST, "weft:broadcast", {t}, {t}, opts.timeout);
   op.issue = [buf, root](weft_comm_t c) {
@@ -123,8 +122,7 @@ Ptr ProcessGroupWeft::gather(std::vector<std::vector<at::Tensor>>& outputs,
   at::Tensor in = inputs[0];
   checkTensor(in, name, "the input");
   const int root = static_cast<int>(opts.rootRank);
-  TORCH_CHECK(root >= 0 && root < getSize(), "weft: gather: root ", opts.rootRank,
-              " is outside [0, ", getSize(), ")");
+  checkRoot(opts.rootRank, getSize(), "gather");
   const bool isRoot = getRank() == root;
   std::vector<at::Tensor> outs;
   if (isRoot) {
@@ -157,8 +155,7 @@ Ptr ProcessGroupWeft::gather_into_tensor(at::Tensor& output, at::Tensor& input,
   const char* name = "gather_into_tensor";
   checkTensor(input, name, "the input");
   const int root = static_cast<int>(opts.rootRank);
-  TORCH_CHECK(root >= 0 && root < getSize(), "weft: ", name, ": root ", opts.rootRank,
-              " is outside [0, ", getSize(), ")");
+  checkRoot(opts.rootRank, getSize(), name);
   const bool isRoot = getRank() == root;
   if (isRoot) {
     checkTensor(output, name, "the output");
@@ -186,8 +183,7 @@ Ptr ProcessGroupWeft::scatter(std::vector<at::Tensor>& outputs,
   at::Tensor out = outputs[0];
   checkTensor(out, name, "the output");
   const int root = static_cast<int>(opts.rootRank);
-  TORCH_CHECK(root >= 0 && root < getSize(), "weft: scatter: root ", opts.rootRank,
-              " is outside [0, ", getSize(), ")");
+  checkRoot(opts.rootRank, getSize(), "scatter");
   const bool isRoot = getRank() == root;
   at::Tensor flat;
   std::vector<at::Tensor> ins;

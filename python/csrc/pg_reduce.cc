@@ -69,8 +69,7 @@ Ptr ProcessGroupWeft::reduce(std::vector<at::Tensor>& tensors, const c10d::Reduc
   at::Tensor t = tensors[0];
   checkTensor(t, name, "the tensor");
   const int root = static_cast<int>(opts.rootRank);
-  TORCH_CHECK(root >= 0 && root < getSize(), "weft: reduce: root ", opts.rootRank,
-              " is outside [0, ", getSize(), ")");
+  checkRoot(opts.rootRank, getSize(), "reduce");
   Reduction r = reduction(t, opts.reduceOp, name);
   at::Tensor buf = r.premul ? premultiplied(t, r) : writable(t);
   const bool isRoot = getRank() == root;

@@ -147,7 +147,7 @@ void Runner::start(Batch b, bool blocking) {
 }
 
 bool Runner::pollFlights() {
-  std::vector<Flight> done;
+  bool completed = false;
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (flights_.empty()) return false;
@@ -168,9 +168,9 @@ bool Runner::pollFlights() {
     }
     weft_request_free(f.req);
     finishBatch(f.batch, r);
-    done.push_back(std::move(f));
+    completed = true;
   }
-  return !done.empty();
+  return completed;
 }
 
 std::exception_ptr Runner::makeError(const Batch& b, weft_result_t r) {
