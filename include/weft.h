@@ -79,16 +79,22 @@ typedef enum {
   WEFT_NUM_DATATYPES = 12
 } weft_datatype_t;
 
-/* Values equal to NCCL's ncclRedOp_t. AVG = SUM / nranks. MIN and MAX of
- * floating types follow IEEE fmin/fmax: a NaN loses to a number, and two NaNs
- * give NaN. Integer SUM and PROD wrap around. */
+/* SUM .. AVG have NCCL's ncclRedOp_t values. AVG = SUM / nranks. MIN and
+ * MAX of floating types follow IEEE fmin/fmax: a NaN loses to a number, and
+ * two NaNs give NaN. Integer SUM and PROD wrap around. BAND, BOR and BXOR
+ * (bitwise and, or, xor; NCCL has none) take integer datatypes only: on a
+ * floating type they are INVALID_ARGUMENT. Values from WEFT_NUM_OPS up are
+ * ops made by weft_op_create_premul_sum on one communicator. */
 typedef enum {
   WEFT_SUM = 0,
   WEFT_PROD = 1,
   WEFT_MAX = 2,
   WEFT_MIN = 3,
   WEFT_AVG = 4,
-  WEFT_NUM_OPS = 5
+  WEFT_BAND = 5,
+  WEFT_BOR = 6,
+  WEFT_BXOR = 7,
+  WEFT_NUM_OPS = 8
 } weft_op_t;
 
 /* ---- Version and errors ------------------------------------------------ */

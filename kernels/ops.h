@@ -1,6 +1,7 @@
 // The element arithmetic of weft's reductions, shared by the host kernels and
 // (later) the CUDA kernels: storage types for the narrow floats, their
-// conversions to and from float, and the Sum / Prod / Min / Max functors.
+// conversions to and from float, and the Sum / Prod / Min / Max functors
+// (and BitAnd / BitOr / BitXor for integer types).
 //
 // Semantics (identical on every path, vectorized or not):
 //  * Integers wrap around (two's complement): arithmetic is done in unsigned.
@@ -258,6 +259,20 @@ template <typename I, std::enable_if_t<std::is_integral<I>::value, int> = 0>
 WEFT_HD constexpr I accMax(I a, I b) {
   return a < b ? b : a;
 }
+// Bitwise ops: integer types only (the kernel tables and the API refuse them
+// on floating types; bool tensors travel as uint8, where they are AND/OR/XOR).
+template <typename I, std::enable_if_t<std::is_integral<I>::value, int> = 0>
+WEFT_HD constexpr I accAnd(I a, I b) {
+  return static_cast<I>(a & b);
+}
+template <typename I, std::enable_if_t<std::is_integral<I>::value, int> = 0>
+WEFT_HD constexpr I accOr(I a, I b) {
+  return static_cast<I>(a | b);
+}
+template <typename I, std::enable_if_t<std::is_integral<I>::value, int> = 0>
+WEFT_HD constexpr I accXor(I a, I b) {
+  return static_cast<I>(a ^ b);
+}
 
 WEFT_HD inline float accAdd(float a, float b) { return a + b; }
 WEFT_HD inline float accMul(float a, float b) { return a * b; }
@@ -306,6 +321,9 @@ WEFT_DEFINE_FUNCTOR(Sum, accAdd)
 WEFT_DEFINE_FUNCTOR(Prod, accMul)
 WEFT_DEFINE_FUNCTOR(Min, accMin)
 WEFT_DEFINE_FUNCTOR(Max, accMax)
+WEFT_DEFINE_FUNCTOR(BitAnd, accAnd)
+WEFT_DEFINE_FUNCTOR(BitOr, accOr)
+WEFT_DEFINE_FUNCTOR(BitXor, accXor)
 #undef WEFT_DEFINE_FUNCTOR
 
 }  // namespace weft

@@ -41,7 +41,7 @@ const Alias kAliases[] = {
     {"fp8_e5m2", WEFT_FP8_E5M2}, {"e5m2", WEFT_FP8_E5M2},
 };
 
-const char* const kOpNames[WEFT_NUM_OPS] = {"sum", "prod", "max", "min", "avg"};
+const char* const kOpNames[kPerfOps] = {"sum", "prod", "max", "min", "avg"};
 
 }  // namespace
 
@@ -77,12 +77,12 @@ int allDtypes(weft_datatype_t* out, int max) {
 
 const char* opName(weft_op_t op) {
   const int i = static_cast<int>(op);
-  if (i < 0 || i >= WEFT_NUM_OPS) return "?";
+  if (i < 0 || i >= kPerfOps) return "?";
   return kOpNames[i];
 }
 
 bool opByName(const char* name, weft_op_t* out) {
-  for (int i = 0; i < WEFT_NUM_OPS; ++i) {
+  for (int i = 0; i < kPerfOps; ++i) {
     if (strcasecmp(name, kOpNames[i]) == 0) {
       *out = static_cast<weft_op_t>(i);
       return true;

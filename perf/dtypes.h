@@ -39,6 +39,9 @@ bool dtypeByName(const char* name, weft_datatype_t* out);
 // All datatypes in enum order (for "-d all").
 int allDtypes(weft_datatype_t* out, int max);
 
+// The ops weft-perf runs: nccl-tests' five (sum prod max min avg). The
+// bitwise ops have no floating pattern to check against and are left out.
+constexpr int kPerfOps = WEFT_AVG + 1;
 const char* opName(weft_op_t op);
 bool opByName(const char* name, weft_op_t* out);
 

@@ -80,7 +80,7 @@ bool parseDtypes(const char* s, std::vector<weft_datatype_t>* out) {
 bool parseOps(const char* s, std::vector<weft_op_t>* out) {
   out->clear();
   if (strcasecmp(s, "all") == 0) {
-    for (int i = 0; i < WEFT_NUM_OPS; ++i) out->push_back(static_cast<weft_op_t>(i));
+    for (int i = 0; i < kPerfOps; ++i) out->push_back(static_cast<weft_op_t>(i));
     return true;
   }
   std::string list(s);

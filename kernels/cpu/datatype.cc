@@ -69,6 +69,12 @@ const char* opName(weft_op_t op) {
       return "min";
     case WEFT_AVG:
       return "avg";
+    case WEFT_BAND:
+      return "band";
+    case WEFT_BOR:
+      return "bor";
+    case WEFT_BXOR:
+      return "bxor";
     default:
       return "unknown";
   }

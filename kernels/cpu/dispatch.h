@@ -15,9 +15,12 @@ namespace cpu {
 
 enum class HostIsa : int { kPortable = 0, kAvx2 = 1, kAvx512 = 2 };
 
-// Kernels take element counts. Ops are indexed by weft_op_t without AVG
-// (AVG reduces as SUM).
-constexpr int kNumKernelOps = 4;
+// Kernels take element counts. Ops are indexed by weft_op_t; AVG's slot is
+// empty (AVG reduces as SUM), and so are the bitwise ops' slots of the
+// floating types. The arithmetic ops (SUM .. MIN) have vector kernels; the
+// bitwise ones are portable loops (which the compiler vectorizes).
+constexpr int kNumArithOps = 4;
+constexpr int kNumKernelOps = WEFT_NUM_OPS;
 using Reduce2Fn = void (*)(void* dst, const void* a, const void* b, size_t count);
 using ReduceNFn = void (*)(void* dst, const void* const* srcs, int nsrc, size_t count);
 using DivideFn = void (*)(void* dst, size_t count, uint64_t n);
@@ -34,12 +37,23 @@ struct HostKernels {
 // far larger than the caches, at the price of not leaving the result cached.
 constexpr size_t kStreamStoreBytes = size_t{8} << 20;
 
-// The scalar functor of ops.h for op OP (WEFT_SUM .. WEFT_MIN) on T.
+// Whether op OP has a kernel for T: not AVG, and bitwise only on integers.
 template <typename T, int OP>
-using OpFunctor =
-    std::conditional_t<OP == WEFT_SUM, Sum<T>,
-                       std::conditional_t<OP == WEFT_PROD, Prod<T>,
-                                          std::conditional_t<OP == WEFT_MAX, Max<T>, Min<T>>>>;
+constexpr bool kHasKernel =
+    OP != WEFT_AVG && (OP < WEFT_BAND || std::is_integral<T>::value) && OP < kNumKernelOps;
+
+// The scalar functor of ops.h for op OP (SUM .. MIN, BAND .. BXOR) on T.
+template <typename T, int OP>
+using OpFunctor = std::conditional_t<
+    OP == WEFT_SUM, Sum<T>,
+    std::conditional_t<
+        OP == WEFT_PROD, Prod<T>,
+        std::conditional_t<
+            OP == WEFT_MAX, Max<T>,
+            std::conditional_t<
+                OP == WEFT_MIN, Min<T>,
+                std::conditional_t<OP == WEFT_BAND, BitAnd<T>,
+                                   std::conditional_t<OP == WEFT_BOR, BitOr<T>, BitXor<T>>>>>>>;
 
 // Float and narrow-float AVG divide: x / float(n) (double for double),
 // rounded back once. Integers: C division, truncating toward zero.

@@ -89,10 +89,20 @@ void portableDivide(void* dst, size_t count, uint64_t n) {
   }
 }
 
+template <typename T, int OP>
+void fillPortableOp(HostKernels* k, int dt) {
+  if constexpr (kHasKernel<T, OP>) {
+    k->reduce2[dt][OP] = &portable2<T, OP>;
+    k->reduceN[dt][OP] = &portableN<T, OP>;
+  } else {
+    k->reduce2[dt][OP] = nullptr;
+    k->reduceN[dt][OP] = nullptr;
+  }
+}
+
 template <typename T, int... OPS>
 void fillPortableType(HostKernels* k, int dt, std::integer_sequence<int, OPS...>) {
-  ((k->reduce2[dt][OPS] = &portable2<T, OPS>), ...);
-  ((k->reduceN[dt][OPS] = &portableN<T, OPS>), ...);
+  (fillPortableOp<T, OPS>(k, dt), ...);
   k->divide[dt] = &portableDivide<T>;
 }
 
@@ -163,6 +173,16 @@ int kernelOp(weft_op_t op) {
   return (op >= 0 && op < kNumKernelOps) ? static_cast<int>(op) : -1;
 }
 
+// The table's kernel for (dt, op), or null: a bitwise op on a floating type,
+// or either out of range. Callers are checked before (opSupported), so null
+// here only guards against a bug reaching a null call.
+template <typename Fn>
+Fn pick(Fn const (&table)[WEFT_NUM_DATATYPES][kNumKernelOps], weft_datatype_t dt, weft_op_t op) {
+  const int k = kernelOp(op);
+  if (k < 0 || !validDtype(dt)) return nullptr;
+  return table[dt][k];
+}
+
 }  // namespace
 
 void fillPortableKernels(HostKernels* k) {
@@ -200,26 +220,30 @@ void resetHostIsa() {
 
 }  // namespace cpu
 
+bool opSupported(weft_datatype_t dt, weft_op_t op) {
+  return cpu::pick(cpu::kernels().reduce2, dt, op) != nullptr;
+}
+
 void reduceHost(void* dst, const void* a, const void* b, size_t count, weft_datatype_t dt,
                 weft_op_t op) {
-  const int k = cpu::kernelOp(op);
-  if (count == 0 || k < 0 || !cpu::validDtype(dt)) return;
-  cpu::kernels().reduce2[dt][k](dst, a, b, count);
+  const cpu::Reduce2Fn f = cpu::pick(cpu::kernels().reduce2, dt, op);
+  if (count == 0 || !f) return;
+  f(dst, a, b, count);
 }
 
 void reduceHostN(void* dst, const void* const* srcs, int nsrc, size_t count, weft_datatype_t dt,
                  weft_op_t op) {
-  const int k = cpu::kernelOp(op);
-  if (count == 0 || nsrc < 1 || k < 0 || !cpu::validDtype(dt)) return;
+  const cpu::HostKernels& kern = cpu::kernels();
+  const cpu::Reduce2Fn f2 = cpu::pick(kern.reduce2, dt, op);
+  if (count == 0 || nsrc < 1 || !f2) return;
   if (nsrc == 1) {
     if (dst != srcs[0]) std::memmove(dst, srcs[0], count * datatypeSize(dt));
     return;
   }
-  const cpu::HostKernels& kern = cpu::kernels();
   if (nsrc == 2) {
-    kern.reduce2[dt][k](dst, srcs[0], srcs[1], count);  // same rounding: once
+    f2(dst, srcs[0], srcs[1], count);  // same rounding: once
   } else {
-    kern.reduceN[dt][k](dst, srcs, nsrc, count);
+    cpu::pick(kern.reduceN, dt, op)(dst, srcs, nsrc, count);
   }
 }
 

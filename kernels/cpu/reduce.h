@@ -18,7 +18,11 @@ namespace weft {
 
 size_t datatypeSize(weft_datatype_t dt);
 const char* datatypeName(weft_datatype_t dt);  // "float", "half", ... (nccl-tests names)
-const char* opName(weft_op_t op);              // "sum", "prod", "max", "min", "avg"
+const char* opName(weft_op_t op);  // "sum", "prod", "max", "min", "avg", "band", "bor", "bxor"
+
+// Whether (dt, op) is a reduction weft computes: every datatype with SUM,
+// PROD, MAX, MIN and AVG; BAND, BOR and BXOR on integer types only.
+bool opSupported(weft_datatype_t dt, weft_op_t op);
 
 // dst[i] = op(a[i], b[i]) for i < count. dst may equal a or b (not partially
 // overlap). AVG acts as SUM.

@@ -442,7 +442,7 @@ void fillType(HostKernels* k, int dt, std::integer_sequence<int, OPS...>) {
 
 template <class P>
 void fillType(HostKernels* k, int dt) {
-  fillType<P>(k, dt, std::make_integer_sequence<int, kNumKernelOps>());
+  fillType<P>(k, dt, std::make_integer_sequence<int, kNumArithOps>());
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The CUDA reduction kernels behind kernels/cuda/reduce.h.
 //
-// One kernel template per (datatype, op): 48 instantiations, nothing more
+// One kernel template per (datatype, op): 66 instantiations (48 arithmetic,
+// 18 bitwise on the six integer types), nothing more
 // (the source count, the second destination and the copy-if-ok gate are run
 // time parameters, uniform across the grid, so they cost no extra builds).
 // A copy is the uint8 kernel with one source.
@@ -13,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <type_traits>
 
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cuda/reduce.h"
@@ -168,8 +170,21 @@ int launchOp(ReduceParams p, size_t count, weft_op_t op, cudaStream_t s) {
     case WEFT_MIN:
       return launch<T, WEFT_MIN>(p, count, s);
     default:
-      return cudaErrorInvalidValue;
+      break;
   }
+  if constexpr (std::is_integral<T>::value) {
+    switch (op) {
+      case WEFT_BAND:
+        return launch<T, WEFT_BAND>(p, count, s);
+      case WEFT_BOR:
+        return launch<T, WEFT_BOR>(p, count, s);
+      case WEFT_BXOR:
+        return launch<T, WEFT_BXOR>(p, count, s);
+      default:
+        break;
+    }
+  }
+  return cudaErrorInvalidValue;  // a bitwise op on a floating type, or no op at all
 }
 
 int dispatch(ReduceParams p, size_t count, weft_datatype_t dt, weft_op_t op, cudaStream_t s) {
@@ -251,7 +266,14 @@ int loadReduceKernels() {
                        reinterpret_cast<const void*>(reduceKernel<T, WEFT_PROD>),
                        reinterpret_cast<const void*>(reduceKernel<T, WEFT_MAX>),
                        reinterpret_cast<const void*>(reduceKernel<T, WEFT_MIN>)};
-  return loadFunctions(fns, 4);
+  if (int e = loadFunctions(fns, 4)) return e;
+  if constexpr (std::is_integral<T>::value) {
+    const void* bit[] = {reinterpret_cast<const void*>(reduceKernel<T, WEFT_BAND>),
+                         reinterpret_cast<const void*>(reduceKernel<T, WEFT_BOR>),
+                         reinterpret_cast<const void*>(reduceKernel<T, WEFT_BXOR>)};
+    return loadFunctions(bit, 3);
+  }
+  return cudaSuccess;
 }
 
 }  // namespace

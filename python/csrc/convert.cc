@@ -94,7 +94,9 @@ Reduction reduction(const at::Tensor& t, const c10d::ReduceOp& op, const char* c
     case c10d::ReduceOp::BAND: case c10d::ReduceOp::BOR: case c10d::ReduceOp::BXOR:
       TORCH_CHECK(!at::isFloatingType(st) && !complex, "weft: ", call, ": ", opName(kind),
                   " needs an integer or bool tensor, not ", st);
-      r.bitwise = static_cast<int>(kind);
+      r.op = kind == c10d::ReduceOp::BAND ? WEFT_BAND
+             : kind == c10d::ReduceOp::BOR ? WEFT_BOR
+                                           : WEFT_BXOR;
       break;
     default:
       TORCH_CHECK(false, "weft: ", call, ": ", opName(kind), " is not a reduction weft knows");
@@ -115,19 +117,6 @@ Reduction reduction(const at::Tensor& t, const c10d::ReduceOp& op, const char* c
 at::Tensor premultiplied(const at::Tensor& t, const Reduction& r) {
   if (r.factorTensor.defined()) return (t * r.factorTensor.to(t.device())).to(t.scalar_type()).contiguous();
   return (t * r.factor).to(t.scalar_type()).contiguous();
-}
-
-at::Tensor bitwiseFold(const at::Tensor& gathered, int op, const at::Tensor& like) {
-  at::Tensor acc = gathered[0].clone();
-  for (int64_t i = 1; i < gathered.size(0); ++i) {
-    if (op == c10d::ReduceOp::BAND)
-      acc.bitwise_and_(gathered[i]);
-    else if (op == c10d::ReduceOp::BOR)
-      acc.bitwise_or_(gathered[i]);
-    else
-      acc.bitwise_xor_(gathered[i]);
-  }
-  return acc.view(like.sizes());
 }
 
 }  // namespace weft_torch

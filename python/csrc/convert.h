@@ -19,9 +19,6 @@ struct Reduction {
   bool premul = false;
   double factor = 1;
   at::Tensor factorTensor;
-  // BAND / BOR / BXOR: weft has no bitwise reduction; the backend gathers
-  // every rank's tensor and folds them here (c10d::ReduceOp value).
-  int bitwise = -1;
 };
 
 // Raises (naming `call`) when weft cannot reduce `t` with `op`: an int16
@@ -30,8 +27,6 @@ struct Reduction {
 Reduction reduction(const at::Tensor& t, const c10d::ReduceOp& op, const char* call);
 // `t` scaled by the PREMUL_SUM factor, as a new contiguous tensor.
 at::Tensor premultiplied(const at::Tensor& t, const Reduction& r);
-// The bitwise fold of the n rows of `gathered` (n x numel), shaped like `like`.
-at::Tensor bitwiseFold(const at::Tensor& gathered, int op, const at::Tensor& like);
 
 // Raises unless `t` is a dense CPU tensor (naming `call` and `what`).
 void checkTensor(const at::Tensor& t, const char* call, const char* what);

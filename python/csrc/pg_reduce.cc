@@ -19,18 +19,10 @@ Ptr ProcessGroupWeft::allreduceOne(at::Tensor t, const c10d::ReduceOp& rop,
   Reduction r = reduction(t, rop, name);
   at::Tensor buf = r.premul ? premultiplied(t, r) : writable(t);
   Op op = makeOp(name, OpType::ALLREDUCE, "weft:all_reduce", {t}, {t}, timeout);
-  if (r.bitwise >= 0) {
-    at::Tensor gathered = at::empty({getSize(), t.numel()}, t.options());
-    op.issue = [buf, gathered](weft_comm_t c) {
-      return weft_allgather(ptr(buf), ptr(gathered), bytes(buf), WEFT_UINT8, c, nullptr);
-    };
-    op.after = [t, gathered, r]() { t.copy_(bitwiseFold(gathered, r.bitwise, t)); };
-  } else {
-    op.issue = [buf, r](weft_comm_t c) {
-      return weft_allreduce(ptr(buf), ptr(buf), r.count, r.dtype, r.op, c, nullptr);
-    };
-    if (!buf.is_same(t)) op.after = [t, buf]() { copyBack(t, buf); };
-  }
+  op.issue = [buf, r](weft_comm_t c) {
+    return weft_allreduce(ptr(buf), ptr(buf), r.count, r.dtype, r.op, c, nullptr);
+  };
+  if (!buf.is_same(t)) op.after = [t, buf]() { copyBack(t, buf); };
   return run(std::move(op), asyncOp);
 }
 
@@ -48,7 +40,6 @@ Ptr ProcessGroupWeft::allreduce_coalesced(std::vector<at::Tensor>& tensors,
   for (const at::Tensor& t : tensors) {
     checkTensor(t, name, "a tensor");
     rs.push_back(reduction(t, opts.reduceOp, name));
-    TORCH_CHECK(rs.back().bitwise < 0, "weft: ", name, " does not take bitwise ops; use allreduce");
     bufs.push_back(rs.back().premul ? premultiplied(t, rs.back()) : writable(t));
   }
   Op op = makeOp(name, OpType::ALLREDUCE_COALESCED, "weft:all_reduce_coalesced", tensors, tensors,
@@ -74,23 +65,13 @@ Ptr ProcessGroupWeft::reduce(std::vector<at::Tensor>& tensors, const c10d::Reduc
   at::Tensor buf = r.premul ? premultiplied(t, r) : writable(t);
   const bool isRoot = getRank() == root;
   Op op = makeOp(name, OpType::REDUCE, "weft:reduce", {t}, {t}, opts.timeout);
-  if (r.bitwise >= 0) {
-    at::Tensor gathered = at::empty({getSize(), t.numel()}, t.options());
-    op.issue = [buf, gathered](weft_comm_t c) {
-      return weft_allgather(ptr(buf), ptr(gathered), bytes(buf), WEFT_UINT8, c, nullptr);
-    };
-    op.after = [t, gathered, r, isRoot]() {
-      if (isRoot) t.copy_(bitwiseFold(gathered, r.bitwise, t));
-    };
-  } else {
-    // Non-roots: weft reads buf and writes nothing.
-    op.issue = [buf, r, root](weft_comm_t c) {
-      return weft_reduce(ptr(buf), ptr(buf), r.count, r.dtype, r.op, root, c, nullptr);
-    };
-    op.after = [t, buf, isRoot]() {
-      if (isRoot) copyBack(t, buf);
-    };
-  }
+  // Non-roots: weft reads buf and writes nothing.
+  op.issue = [buf, r, root](weft_comm_t c) {
+    return weft_reduce(ptr(buf), ptr(buf), r.count, r.dtype, r.op, root, c, nullptr);
+  };
+  op.after = [t, buf, isRoot]() {
+    if (isRoot) copyBack(t, buf);
+  };
   return run(std::move(op), opts.asyncOp);
 }
 
@@ -109,8 +90,6 @@ Ptr ProcessGroupWeft::reduce_scatter(std::vector<at::Tensor>& outputs,
     checkLike(t, out.scalar_type(), out.numel(), name, "an input");
   }
   Reduction r = reduction(out, opts.reduceOp, name);
-  TORCH_CHECK(r.bitwise < 0, "weft: ", name, ": bitwise ops are not supported here (allreduce "
-              "and reduce take them)");
   at::Tensor flat = flatCat(inputs[0]);
   if (r.premul) flat = premultiplied(flat, r);
   at::Tensor buf = writable(out);
@@ -142,7 +121,6 @@ Ptr ProcessGroupWeft::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& o
     checkTensor(inputs[i], name, "the input");
     checkLike(inputs[i], outputs[i].scalar_type(), outputs[i].numel() * getSize(), name, "the input");
     rs.push_back(reduction(outputs[i], opts.reduceOp, name));
-    TORCH_CHECK(rs.back().bitwise < 0, "weft: ", name, ": bitwise ops are not supported here");
     ins.push_back(rs.back().premul ? premultiplied(inputs[i], rs.back()) : inputs[i].contiguous());
     bufs.push_back(writable(outputs[i]));
   }

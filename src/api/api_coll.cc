@@ -44,6 +44,9 @@ Status check(const Comm* c, const Call& k, CollArgs* out, bool* needSendOut, boo
                        k.type == CollType::ReduceScatter;
   if (reduces && (k.op < 0 || k.op >= WEFT_NUM_OPS))
     return invalidArgument(strFormat("%s: op %d is not a weft_op_t", name, k.op));
+  if (reduces && !opSupported(k.dt(), static_cast<weft_op_t>(k.op)))
+    return invalidArgument(strFormat("%s: op %s takes integer datatypes only, not %s", name,
+                                     opName(static_cast<weft_op_t>(k.op)), datatypeName(k.dt())));
   const bool rooted = k.type == CollType::Broadcast || k.type == CollType::Reduce;
   if (rooted && (k.root < 0 || k.root >= n))
     return invalidArgument(strFormat("%s: root %d is outside [0, %d)", name, k.root, n));

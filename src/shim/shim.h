@@ -37,10 +37,10 @@ static_assert(static_cast<int>(ncclNumTypes) == static_cast<int>(WEFT_NUM_DATATY
                   static_cast<int>(ncclBfloat16) == static_cast<int>(WEFT_BFLOAT16) &&
                   static_cast<int>(ncclFloat16) == static_cast<int>(WEFT_FLOAT16),
               "weft_datatype_t has NCCL's values");
-static_assert(static_cast<int>(ncclNumOps) == static_cast<int>(WEFT_NUM_OPS) &&
+static_assert(static_cast<int>(ncclNumOps) == static_cast<int>(WEFT_AVG) + 1 &&
                   static_cast<int>(ncclAvg) == static_cast<int>(WEFT_AVG) &&
                   static_cast<int>(ncclMin) == static_cast<int>(WEFT_MIN),
-              "weft_op_t has NCCL's values");
+              "weft_op_t's SUM .. AVG have NCCL's values");
 
 // A reduction operator made by ncclRedOpCreatePreMulSum: sum after
 // multiplying each rank's input by `scalar` (redop.cc).

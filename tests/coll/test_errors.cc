@@ -41,8 +41,13 @@ TEST_CASE("errors: bad arguments are refused and no buffer is written", "[errors
               WEFT_ERR_INVALID_ARGUMENT, c, "datatype 12");
   expectError(weft_allreduce(send, recv, 8, static_cast<weft_datatype_t>(-1), WEFT_SUM, c, nullptr),
               WEFT_ERR_INVALID_ARGUMENT, c, "datatype -1");
-  expectError(weft_allreduce(send, recv, 8, WEFT_FLOAT32, static_cast<weft_op_t>(5), c, nullptr),
-              WEFT_ERR_INVALID_ARGUMENT, c, "op 5");
+  expectError(weft_allreduce(send, recv, 8, WEFT_FLOAT32, static_cast<weft_op_t>(WEFT_NUM_OPS), c,
+                             nullptr),
+              WEFT_ERR_INVALID_ARGUMENT, c, "op 8");
+  expectError(weft_allreduce(send, recv, 8, WEFT_FLOAT32, WEFT_BXOR, c, nullptr),
+              WEFT_ERR_INVALID_ARGUMENT, c, "op bxor takes integer datatypes only, not float");
+  expectError(weft_reduce_scatter(send, recv, 8, WEFT_BFLOAT16, WEFT_BAND, c, nullptr),
+              WEFT_ERR_INVALID_ARGUMENT, c, "op band takes integer datatypes only");
   expectError(weft_broadcast(send, recv, 8, WEFT_FLOAT32, 1, c, nullptr),
               WEFT_ERR_INVALID_ARGUMENT, c, "root 1");
   expectError(weft_reduce(send, recv, 8, WEFT_FLOAT32, WEFT_SUM, -1, c, nullptr),

@@ -47,6 +47,12 @@ inline int64_t inputValue(weft_datatype_t dt, weft_op_t op, int rank, int n, siz
       if (n % 2 == 1 && rank == n - 1) return base;
       return base + (rank % 2 == 0 ? 1 : -1);
     }
+    case WEFT_BAND:
+    case WEFT_BOR:
+    case WEFT_BXOR:
+      // 7 bits, so every integer type holds them; each rank sets and clears
+      // different bits.
+      return ((rank * 37 + h) % 128) | (int64_t{1} << (rank % 7));
     default: return 0;
   }
 }
@@ -60,6 +66,9 @@ inline int64_t expectedValue(weft_datatype_t dt, weft_op_t op, int n, size_t i) 
       case WEFT_PROD: acc *= v; break;
       case WEFT_MIN: acc = v < acc ? v : acc; break;
       case WEFT_MAX: acc = v > acc ? v : acc; break;
+      case WEFT_BAND: acc &= v; break;
+      case WEFT_BOR: acc |= v; break;
+      case WEFT_BXOR: acc ^= v; break;
       default: break;
     }
   }
@@ -97,6 +106,12 @@ inline const weft_datatype_t kAllTypes[] = {WEFT_INT8,    WEFT_UINT8,    WEFT_IN
                                             WEFT_UINT32,  WEFT_INT64,    WEFT_UINT64,
                                             WEFT_FLOAT16, WEFT_FLOAT32,  WEFT_FLOAT64,
                                             WEFT_BFLOAT16, WEFT_FP8_E4M3, WEFT_FP8_E5M2};
-inline const weft_op_t kAllOps[] = {WEFT_SUM, WEFT_PROD, WEFT_MAX, WEFT_MIN, WEFT_AVG};
+inline const weft_op_t kAllOps[] = {WEFT_SUM, WEFT_PROD, WEFT_MAX, WEFT_MIN,
+                                    WEFT_AVG, WEFT_BAND, WEFT_BOR, WEFT_BXOR};
+
+inline bool isBitwise(weft_op_t op) { return op == WEFT_BAND || op == WEFT_BOR || op == WEFT_BXOR; }
+inline bool isInteger(weft_datatype_t dt) { return dt <= WEFT_UINT64; }
+// Whether weft reduces dt with op: bitwise ops take integer types only.
+inline bool opApplies(weft_datatype_t dt, weft_op_t op) { return !isBitwise(op) || isInteger(dt); }
 
 }  // namespace wtest

@@ -3,6 +3,7 @@
 // narrow float conversions from exact double arithmetic (frexp / ldexp),
 // reductions element by element with plain C++ operators.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -179,7 +180,8 @@ void st(uint8_t* p, T x) {
 const weft_datatype_t kAllTypes[] = {WEFT_INT8,    WEFT_UINT8,    WEFT_INT32,    WEFT_UINT32,
                                      WEFT_INT64,   WEFT_UINT64,   WEFT_FLOAT16,  WEFT_FLOAT32,
                                      WEFT_FLOAT64, WEFT_BFLOAT16, WEFT_FP8_E4M3, WEFT_FP8_E5M2};
-const weft_op_t kAllOps[] = {WEFT_SUM, WEFT_PROD, WEFT_MAX, WEFT_MIN, WEFT_AVG};
+const weft_op_t kAllOps[] = {WEFT_SUM, WEFT_PROD, WEFT_MAX, WEFT_MIN,
+                             WEFT_AVG, WEFT_BAND, WEFT_BOR,  WEFT_BXOR};
 
 const Fmt* narrowFmt(weft_datatype_t dt) {
   switch (dt) {
@@ -253,6 +255,12 @@ I refIntOp(weft_op_t op, I a, I b) {
       return a < b ? b : a;
     case WEFT_MIN:
       return a < b ? a : b;
+    case WEFT_BAND:
+      return static_cast<I>(ua & ub);
+    case WEFT_BOR:
+      return static_cast<I>(ua | ub);
+    case WEFT_BXOR:
+      return static_cast<I>(ua ^ ub);
     default:
       return static_cast<I>(ua + ub);
   }
@@ -413,7 +421,7 @@ TEST_CASE("datatype and op names match nccl-tests", "[kernels]") {
     CHECK(datatypeSize(static_cast<weft_datatype_t>(dt)) == sizes[dt]);
   }
   CHECK(datatypeSize(static_cast<weft_datatype_t>(WEFT_NUM_DATATYPES)) == 0);
-  const char* ops[] = {"sum", "prod", "max", "min", "avg"};
+  const char* ops[] = {"sum", "prod", "max", "min", "avg", "band", "bor", "bxor"};
   for (int op = 0; op < WEFT_NUM_OPS; ++op) {
     CHECK(std::string(opName(static_cast<weft_op_t>(op))) == ops[op]);
   }
@@ -625,6 +633,7 @@ TEST_CASE("reduceHost matches the scalar reference for every type - op and ISA",
     for (weft_datatype_t dt : kAllTypes) {
       const size_t es = datatypeSize(dt);
       for (weft_op_t op : kAllOps) {
+        if (!opSupported(dt, op)) continue;  // bitwise on a floating type (tested below)
         for (size_t n : kLengths) {
           for (size_t off : {size_t{0}, size_t{1}, size_t{3}}) {
             INFO(isaName(isa) << " " << datatypeName(dt) << " " << opName(op) << " n=" << n
@@ -665,6 +674,7 @@ TEST_CASE("vector kernels give the portable kernels' bits", "[kernels]") {
       std::vector<uint8_t> a = randomData(dt, n, rng), b = randomData(dt, n, rng),
                            c = randomData(dt, n, rng);
       for (weft_op_t op : kAllOps) {
+        if (!opSupported(dt, op)) continue;
         INFO(isaName(isa) << " " << datatypeName(dt) << " " << opName(op));
         std::vector<uint8_t> p2(n * es), v2(n * es), pN(n * es), vN(n * es), pD(n * es), vD(n * es);
         const void* srcs[3] = {a.data(), b.data(), c.data()};
@@ -844,6 +854,28 @@ TEST_CASE("dst may alias either input", "[kernels]") {
   }
 }
 
+TEST_CASE("bitwise ops: integer types only - the others are refused and write nothing",
+          "[kernels]") {
+  for (weft_datatype_t dt : kAllTypes) {
+    const bool integer = dt == WEFT_INT8 || dt == WEFT_UINT8 || dt == WEFT_INT32 ||
+                         dt == WEFT_UINT32 || dt == WEFT_INT64 || dt == WEFT_UINT64;
+    for (weft_op_t op : {WEFT_BAND, WEFT_BOR, WEFT_BXOR}) {
+      INFO(datatypeName(dt) << " " << opName(op));
+      CHECK(opSupported(dt, op) == integer);
+      if (integer) continue;
+      const size_t es = datatypeSize(dt);
+      std::vector<uint8_t> a(4 * es, 0x3c), b(4 * es, 0x5a), d(4 * es, 0xcd);
+      reduceHost(d.data(), a.data(), b.data(), 4, dt, op);
+      const void* srcs[2] = {a.data(), b.data()};
+      reduceHostN(d.data(), srcs, 2, 4, dt, op);
+      CHECK(std::all_of(d.begin(), d.end(), [](uint8_t x) { return x == 0xcd; }));
+    }
+    for (weft_op_t op : {WEFT_SUM, WEFT_PROD, WEFT_MAX, WEFT_MIN, WEFT_AVG}) CHECK(opSupported(dt, op));
+  }
+  CHECK_FALSE(opSupported(WEFT_INT32, static_cast<weft_op_t>(WEFT_NUM_OPS)));
+  CHECK_FALSE(opSupported(static_cast<weft_datatype_t>(WEFT_NUM_DATATYPES), WEFT_SUM));
+}
+
 TEST_CASE("reduceHostN matches the reference for 1..8 sources", "[kernels]") {
   std::mt19937_64 rng(17);
   for (cpu::HostIsa isa : supportedIsas()) {
@@ -851,6 +883,7 @@ TEST_CASE("reduceHostN matches the reference for 1..8 sources", "[kernels]") {
     for (weft_datatype_t dt : kAllTypes) {
       const size_t es = datatypeSize(dt);
       for (weft_op_t op : kAllOps) {
+        if (!opSupported(dt, op)) continue;
         for (int nsrc = 1; nsrc <= 8; ++nsrc) {
           for (size_t n : {size_t{0}, size_t{5}, size_t{1031}}) {
             INFO(isaName(isa) << " " << datatypeName(dt) << " " << opName(op) << " nsrc=" << nsrc

@@ -36,17 +36,35 @@ def _reductions(rank, n):
         f = 0.5 if isinstance(factor, float) else 3.0
         if not torch.allclose(t, torch.full((4,), f * n * (n + 1) / 2)):
             failures.append(f"PREMUL_SUM {factor}: {t.tolist()}")
-    # bitwise on integers and bool
-    vals = [0b1100 | (1 << r) for r in range(n)]
-    for op, fold in [(dist.ReduceOp.BAND, lambda a, b: a & b), (dist.ReduceOp.BOR, lambda a, b: a | b),
-                     (dist.ReduceOp.BXOR, lambda a, b: a ^ b)]:
-        want = vals[0]
-        for v in vals[1:]:
-            want = fold(want, v)
-        t = torch.tensor([vals[rank]] * 3, dtype=torch.int32)
-        dist.all_reduce(t, op=op)
-        if t.tolist() != [want] * 3:
-            failures.append(f"{op}: {t.tolist()} != {want}")
+    # bitwise on every integer dtype and bool (weft's BAND/BOR/BXOR kernels):
+    # all_reduce, reduce to the last rank, reduce_scatter_tensor
+    for dt in [torch.int8, torch.uint8, torch.int32, torch.int64, torch.bool]:
+        xs = [((torch.arange(3 * n) * 5 + 3 * r) % 7 > 2) if dt == torch.bool
+              else ((torch.arange(3 * n) * 37 + 0b1100 + (1 << r)) % 120).to(dt) for r in range(n)]
+        for op, fold in [(dist.ReduceOp.BAND, torch.bitwise_and), (dist.ReduceOp.BOR, torch.bitwise_or),
+                         (dist.ReduceOp.BXOR, torch.bitwise_xor)]:
+            want = xs[0]
+            for x in xs[1:]:
+                want = fold(want, x)
+            t = xs[rank].clone()
+            dist.all_reduce(t, op=op)
+            if not torch.equal(t, want):
+                failures.append(f"all_reduce {op} {dt}: {t.tolist()} != {want.tolist()}")
+            t = xs[rank].clone()
+            dist.reduce(t, n - 1, op=op)
+            if not torch.equal(t, want if rank == n - 1 else xs[rank]):
+                failures.append(f"reduce {op} {dt}: {t.tolist()}")
+            out = torch.empty(3, dtype=dt)
+            dist.reduce_scatter_tensor(out, xs[rank].clone(), op=op)
+            if not torch.equal(out, want[3 * rank:3 * rank + 3]):
+                failures.append(f"reduce_scatter_tensor {op} {dt}: {out.tolist()}")
+    t = torch.ones(4)
+    try:
+        dist.all_reduce(t, op=dist.ReduceOp.BXOR)
+        failures.append("BXOR of a float tensor was accepted")
+    except Exception as e:  # noqa: BLE001
+        if "integer" not in str(e) or not torch.equal(t, torch.ones(4)):
+            failures.append(f"BXOR of a float tensor: {e}; {t.tolist()}")
     b = torch.tensor([rank == 0, False, True])
     dist.all_reduce(b)  # SUM of bool: OR
     if b.tolist() != [True, False, True]:
