@@ -97,6 +97,15 @@ typedef enum {
   WEFT_NUM_OPS = 8
 } weft_op_t;
 
+/* Where the scalar of a pre-multiplied sum is read (NCCL's
+ * ncclScalarResidence_t values): at each call through the pointer
+ * (DEVICE; weft reads it on the host, so it must be host memory), or once,
+ * when the op is created (HOST_IMMEDIATE). */
+typedef enum {
+  WEFT_SCALAR_DEVICE = 0,
+  WEFT_SCALAR_HOST_IMMEDIATE = 1
+} weft_scalar_residence_t;
+
 /* ---- Version and errors ------------------------------------------------ */
 
 /* Writes major*10000 + minor*100 + patch. Errors: INVALID_ARGUMENT if NULL. */
@@ -227,6 +236,28 @@ weft_result_t weft_send(const void *buf, size_t count, weft_datatype_t datatype,
 weft_result_t weft_recv(void *buf, size_t count, weft_datatype_t datatype, int peer,
                         weft_comm_t comm, weft_stream_t stream);
 weft_result_t weft_barrier(weft_comm_t comm, weft_stream_t stream);
+
+/* A pre-multiplied sum (NCCL's ncclRedOpCreatePreMulSum): a reduction op
+ * for `comm` that multiplies each rank's input by `*scalar` (one element of
+ * `datatype`, in that type's arithmetic: integers wrap, narrow floats are
+ * multiplied in float and rounded once), then sums. *op receives a value
+ * from WEFT_NUM_OPS up, valid on `comm` alone, with `datatype` alone, for
+ * allreduce, reduce and reduce_scatter, until weft_op_destroy. The input is
+ * scaled on the host before the collective starts: straight into recvbuf
+ * for allreduce (and reduce at its root), else into a copy weft owns until
+ * the call (or its group) completes; sendbuf is never written. Host memory
+ * only for now: a call on device memory is INVALID_USAGE.
+ * Errors: INVALID_ARGUMENT (NULL op or scalar, a bad datatype or residence,
+ * a dead comm), INVALID_USAGE (a scalar in device memory). A call with an
+ * op that is not live on its comm, or with another datatype, is
+ * INVALID_ARGUMENT naming the op. */
+weft_result_t weft_op_create_premul_sum(weft_op_t *op, const void *scalar,
+                                        weft_datatype_t datatype,
+                                        weft_scalar_residence_t residence, weft_comm_t comm);
+/* Frees an op made by weft_op_create_premul_sum on `comm` (its value may be
+ * handed out again). Errors: INVALID_ARGUMENT for a built-in op or one not
+ * live on `comm`. */
+weft_result_t weft_op_destroy(weft_op_t op, weft_comm_t comm);
 
 /* Gather, scatter and all-to-all with per-rank counts: sends and receives
  * issued as one group (as NCCL builds them), so they nest inside a caller's

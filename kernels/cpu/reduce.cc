@@ -247,6 +247,22 @@ void reduceHostN(void* dst, const void* const* srcs, int nsrc, size_t count, wef
   }
 }
 
+void scaleHost(void* dst, const void* src, size_t count, weft_datatype_t dt, const void* scalar) {
+  const size_t elt = datatypeSize(dt);
+  if (count == 0 || elt == 0) return;
+  // A block of copies of the scalar, multiplied against the input block by
+  // block with PROD's kernel (the vector one where the CPU has it).
+  constexpr size_t kBlock = 512;
+  alignas(64) unsigned char scalars[kBlock * 8];
+  for (size_t i = 0; i < kBlock; ++i) std::memcpy(scalars + i * elt, scalar, elt);
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* s = static_cast<const unsigned char*>(src);
+  for (size_t done = 0; done < count; done += kBlock) {
+    const size_t n = count - done < kBlock ? count - done : kBlock;
+    reduceHost(d + done * elt, s + done * elt, scalars, n, dt, WEFT_PROD);
+  }
+}
+
 void divideByCount(void* dst, size_t count, weft_datatype_t dt, uint64_t n) {
   if (count == 0 || n <= 1 || !cpu::validDtype(dt)) return;  // n == 0: nothing to divide by
   cpu::kernels().divide[dt](dst, count, n);

@@ -33,6 +33,9 @@ void reduceHost(void* dst, const void* a, const void* b, size_t count, weft_data
 // equal srcs[0].
 void reduceHostN(void* dst, const void* const* srcs, int nsrc, size_t count, weft_datatype_t dt,
                  weft_op_t op);
+// dst[i] = src[i] * scalar (one element of dt), PROD's arithmetic. dst may
+// equal src (not partially overlap).
+void scaleHost(void* dst, const void* src, size_t count, weft_datatype_t dt, const void* scalar);
 // dst[i] /= n (integer division for integer types, rounded for narrow floats).
 void divideByCount(void* dst, size_t count, weft_datatype_t dt, uint64_t n);
 

@@ -33,6 +33,10 @@ struct Call {
   weft_datatype_t dt() const { return static_cast<weft_datatype_t>(dtype); }
 };
 
+bool isReduction(CollType t) {
+  return t == CollType::AllReduce || t == CollType::Reduce || t == CollType::ReduceScatter;
+}
+
 // The call's arguments, checked; *needSend / *needRecv: whether this rank
 // reads sendbuf / writes recvbuf.
 Status check(const Comm* c, const Call& k, CollArgs* out, bool* needSendOut, bool* needRecvOut) {
@@ -40,8 +44,7 @@ Status check(const Comm* c, const Call& k, CollArgs* out, bool* needSendOut, boo
   const int n = c->nranks();
   if (k.dtype < 0 || k.dtype >= WEFT_NUM_DATATYPES)
     return invalidArgument(strFormat("%s: datatype %d is not a weft_datatype_t", name, k.dtype));
-  const bool reduces = k.type == CollType::AllReduce || k.type == CollType::Reduce ||
-                       k.type == CollType::ReduceScatter;
+  const bool reduces = isReduction(k.type);
   if (reduces && (k.op < 0 || k.op >= WEFT_NUM_OPS))
     return invalidArgument(strFormat("%s: op %d is not a weft_op_t", name, k.op));
   if (reduces && !opSupported(k.dt(), static_cast<weft_op_t>(k.op)))
@@ -103,6 +106,8 @@ Status check(const Comm* c, const Call& k, CollArgs* out, bool* needSendOut, boo
   return Status();
 }
 
+weft_result_t submitPremul(weft_comm_t comm, Comm* c, const Call& k, weft_stream_t stream);
+
 weft_result_t submit(weft_comm_t comm, const Call& k, weft_stream_t stream) {
   Status st;
   // Declared first, so the thread leaves its call on the comm (which
@@ -114,6 +119,7 @@ weft_result_t submit(weft_comm_t comm, const Call& k, weft_stream_t stream) {
     if (g.depth > 0 && g.error.isOk()) g.error = st;
     return setError(static_cast<Comm*>(nullptr), st);
   }
+  if (k.op >= WEFT_NUM_OPS && isReduction(k.type)) return submitPremul(comm, c, k, stream);
   // The call's one clock reading: the CUDA driver check and, for a call
   // that runs now, the telemetry's entry time.
   const uint64_t now = nowNs();
@@ -177,6 +183,57 @@ weft_result_t submit(weft_comm_t comm, const Call& k, weft_stream_t stream) {
   }
   st = c->runNow(*ap, k.dt(), k.send, k.recv, now);
   return st.isOk() ? WEFT_SUCCESS : setError(c, st);
+}
+
+// A pre-multiplied sum: the call is checked as a SUM, its input scaled on
+// the host by the op's scalar (straight into recvbuf where the result lands
+// there whole: allreduce, and reduce at its root; else into a copy kept
+// until the call or its group completes), then run as a SUM. Refused on
+// device memory: the scaling runs on the host.
+weft_result_t submitPremul(weft_comm_t comm, Comm* c, const Call& k, weft_stream_t stream) {
+  GroupState& g = threadGroup();
+  auto refuse = [&](const Status& st) {
+    if (g.depth > 0 && g.error.isOk()) g.error = st;
+    return setError(c, st);
+  };
+  const char* name = collName(k.type);
+  unsigned char scalar[8];
+  Status st = premulScalar(c, k.op, k.dtype, name, scalar);
+  if (st.isError()) return refuse(st);
+  Call sum = k;
+  sum.op = WEFT_SUM;
+  CollArgs a;
+  bool needSend = false, needRecv = false;
+  st = check(c, sum, &a, &needSend, &needRecv);
+  if (st.isOk()) {
+    PendingCall pc;
+    pc.send = k.send;
+    pc.recv = k.recv;
+    st = resolveMemory(name, stream, needSend, needRecv, &pc);
+    if (st.isOk() && pc.onStream)
+      st = invalidUsage(strFormat("%s: a pre-multiplied sum on CUDA device memory is not supported "
+                                  "yet (weft scales the input on the host)",
+                                  name));
+  }
+  if (st.isError()) return refuse(st);
+  if (!needSend) return submit(comm, sum, stream);  // nothing to scale
+  const size_t n = sendBytes(a, c->nranks(), c->rank()) / a.eltSize;
+  const bool intoRecv = k.type == CollType::AllReduce ||
+                        (k.type == CollType::Reduce && c->rank() == k.root);
+  if (intoRecv) {
+    scaleHost(k.recv, k.send, n, k.dt(), scalar);
+    sum.send = k.recv;
+    return submit(comm, sum, stream);
+  }
+  std::shared_ptr<unsigned char[]> copy(new (std::nothrow) unsigned char[n * a.eltSize]);
+  if (!copy)
+    return refuse(Status(WEFT_ERR_SYSTEM,
+                         strFormat("%s: no memory for the scaled copy of %zu bytes", name,
+                                   n * a.eltSize)));
+  scaleHost(copy.get(), k.send, n, k.dt(), scalar);
+  sum.send = copy.get();
+  if (g.depth > 0) g.keep.push_back(copy);  // read when the group is issued
+  return submit(comm, sum, stream);
 }
 
 }  // namespace

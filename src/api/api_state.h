@@ -74,10 +74,18 @@ struct CheckMemo {
 struct GroupState {
   int depth = 0;
   std::vector<PendingCall> calls;
+  // Buffers the group's calls read when it is issued (the scaled inputs of
+  // pre-multiplied sums): freed when it completes.
+  std::vector<std::shared_ptr<void>> keep;
   Status error;  // first error recorded inside the group
   CheckMemo memo;
 };
 GroupState& threadGroup();
+
+// The scalar of pre-multiplied-sum op `op` (>= WEFT_NUM_OPS) on `c`, for a
+// call of `dtype` (api_premul.cc): INVALID_ARGUMENT naming the op when it is
+// not live on `c` or was made for another datatype.
+Status premulScalar(Comm* c, int op, int dtype, const char* name, unsigned char* out);
 
 // Decides where a checked call runs (src/cuda/mem_rules.h) and fills the
 // stream fields of *pc. INVALID_USAGE naming the buffer when refused.
@@ -101,4 +109,5 @@ Status issueCalls(std::vector<PendingCall>& calls, bool wait,
 struct weft_request {
   std::shared_ptr<weft::OpTracker> tracker;
   std::vector<std::shared_ptr<weft::Comm>> comms;
+  std::vector<std::shared_ptr<void>> keep;  // the group's GroupState::keep
 };

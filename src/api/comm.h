@@ -86,6 +86,16 @@ class Comm {
   Mutex mu;
   std::string lastError;  // of the API calls on this comm
 
+  // Ops made by weft_op_create_premul_sum (api_premul.cc): op value
+  // WEFT_NUM_OPS + index. Under `mu`.
+  struct PremulOp {
+    bool live = false;
+    weft_datatype_t dtype = WEFT_FLOAT32;
+    const void* pointer = nullptr;  // WEFT_SCALAR_DEVICE: read at each call
+    unsigned char value[8] = {};    // WEFT_SCALAR_HOST_IMMEDIATE: read at creation
+  };
+  std::vector<PremulOp> premulOps;
+
  private:
   std::shared_ptr<OpTracker> nowTracker_;  // reused by runNow (under mu)
   Comm() = default;

@@ -67,6 +67,7 @@ weft_result_t weft_group_start(void) {
   GroupState& g = threadGroup();
   if (g.depth == 0) {
     g.calls.clear();
+    g.keep.clear();
     g.error = Status();
   }
   g.depth++;
@@ -81,6 +82,8 @@ static weft_result_t groupEnd(weft_request_t* req) {
   if (--g.depth > 0) return WEFT_SUCCESS;
   std::vector<PendingCall> calls;
   calls.swap(g.calls);
+  std::vector<std::shared_ptr<void>> keep;  // freed on return, unless a request takes it
+  keep.swap(g.keep);
   if (g.error.isError()) {
     Status st = g.error.withContext("a call in the group was refused; the group was not issued");
     g.error = Status();
@@ -92,7 +95,7 @@ static weft_result_t groupEnd(weft_request_t* req) {
   if (st.isError()) return setError(comms.empty() ? nullptr : comms[0].get(), st);
   if (req) {
     for (auto& c : comms) c->kickProgressThread();
-    *req = new weft_request{tracker, comms};
+    *req = new weft_request{tracker, comms, std::move(keep)};
   }
   return WEFT_SUCCESS;
 }

@@ -51,21 +51,7 @@ class Call {
     return ok(syncStream(c_, fn_, stream_));
   }
 
-  bool op(ncclRedOp_t op, ncclDataType_t datatype) {
-    return ok(resolveOp(c_, fn_, op, datatype, &choice_)) && (wop = choice_.op, true);
-  }
-
-  // A PreMulSum op: *send becomes the scaled copy of its `count` elements.
-  bool preMultiply(const void** send, size_t count) {
-    if (!choice_.preMul) return true;
-    if (wstream) {
-      ok(setError(c_, ncclInvalidUsage,
-                  std::string(fn_) + ": a PreMulSum op on CUDA device memory is not supported "
-                                     "yet (the scaling runs on the host)"));
-      return false;
-    }
-    return ok(weft::shim::preMultiply(c_, fn_, *send, count, dt, choice_.scalar, send, &scratch_));
-  }
+  bool op(ncclRedOp_t op) { return ok(resolveOp(c_, fn_, op, &wop)); }
 
   ncclResult_t invalid(const std::string& what) {
     ok(setError(c_, ncclInvalidArgument, std::string(fn_) + ": " + what));
@@ -73,7 +59,6 @@ class Call {
   }
 
   ncclResult_t finish(weft_result_t w) {
-    if (scratch_ && inGroup()) keepUntilGroupEnd(std::move(scratch_));  // read at ncclGroupEnd
     if (w == WEFT_SUCCESS) return ncclSuccess;
     return groupRefused(fromWeft(c_, w, fn_));
   }
@@ -98,8 +83,6 @@ class Call {
   cudaStream_t stream_;
   CommRef ref_;  // keeps the comm alive for the whole call
   ncclComm* c_ = nullptr;
-  OpChoice choice_;
-  std::unique_ptr<unsigned char[]> scratch_;
   ncclResult_t result_ = ncclSuccess;
 };
 
@@ -119,9 +102,7 @@ ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                             ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                             cudaStream_t stream) {
   Call k("ncclAllReduce", comm, stream);
-  if (!k.begin(datatype, {sendbuff, recvbuff}) || !k.op(op, datatype) ||
-      !k.preMultiply(&sendbuff, count))
-    return k.result();
+  if (!k.begin(datatype, {sendbuff, recvbuff}) || !k.op(op)) return k.result();
   return k.finish(weft_allreduce(sendbuff, recvbuff, count, k.dt, k.wop, k.wc, k.wstream));
 }
 WEFT_NCCL_ALIAS(ncclAllReduce)
@@ -130,9 +111,7 @@ ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count,
                          ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
                          cudaStream_t stream) {
   Call k("ncclReduce", comm, stream);
-  if (!k.begin(datatype, {sendbuff, recvbuff}) || !k.op(op, datatype) ||
-      !k.preMultiply(&sendbuff, count))
-    return k.result();
+  if (!k.begin(datatype, {sendbuff, recvbuff}) || !k.op(op)) return k.result();
   return k.finish(weft_reduce(sendbuff, recvbuff, count, k.dt, k.wop, root, k.wc, k.wstream));
 }
 WEFT_NCCL_ALIAS(ncclReduce)
@@ -141,10 +120,7 @@ ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t rec
                                 ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                 cudaStream_t stream) {
   Call k("ncclReduceScatter", comm, stream);
-  if (!k.begin(datatype, {sendbuff, recvbuff}) || !k.op(op, datatype)) return k.result();
-  if (recvcount > SIZE_MAX / static_cast<size_t>(k.nranks()))
-    return k.invalid("recvcount " + std::to_string(recvcount) + " is too large");
-  if (!k.preMultiply(&sendbuff, recvcount * static_cast<size_t>(k.nranks()))) return k.result();
+  if (!k.begin(datatype, {sendbuff, recvbuff}) || !k.op(op)) return k.result();
   return k.finish(weft_reduce_scatter(sendbuff, recvbuff, recvcount, k.dt, k.wop, k.wc, k.wstream));
 }
 WEFT_NCCL_ALIAS(ncclReduceScatter)

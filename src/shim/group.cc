@@ -3,7 +3,6 @@
 //  - communicator creations called inside the group (NCCL lets one thread
 //    create several ranks that way): they run together, one thread each, at
 //    the outermost end, after the group's operations were issued;
-//  - scratch buffers (PreMulSum inputs) that weft reads when it issues;
 //  - the first call the shim refused, which fails the whole group as weft
 //    does for the calls it refuses itself.
 // State is per thread, as weft's.
@@ -27,7 +26,6 @@ struct Creation {
 struct ShimGroup {
   int depth = 0;
   std::vector<Creation> creations;
-  std::vector<std::unique_ptr<unsigned char[]>> scratch;
   ncclResult_t refused = ncclSuccess;
   std::string refusedMsg;
 };
@@ -80,10 +78,6 @@ void deferCreation(ncclComm* c, CreateFn fn, bool async) {
   group().creations.push_back(Creation{lookup(c), std::move(fn), async});
 }
 
-void keepUntilGroupEnd(std::unique_ptr<unsigned char[]> buf) {
-  group().scratch.push_back(std::move(buf));
-}
-
 ncclResult_t groupRefused(ncclResult_t r) {
   if (r == ncclSuccess || r == ncclInProgress) return r;
   ShimGroup& g = group();
@@ -118,7 +112,7 @@ ncclResult_t pncclGroupEnd() {
     return setError(nullptr, ncclInvalidUsage, "ncclGroupEnd: no ncclGroupStart is open");
   if (--g.depth > 0) return fromWeft(nullptr, weft_group_end(), "ncclGroupEnd");
   // Outermost: issue and complete the operations, then create the comms
-  // (every rank does both in this order), then release the scratch.
+  // (every rank does both in this order).
   weft_result_t w = weft_group_end();
   ncclResult_t r = ncclSuccess;
   std::string msg;
@@ -131,7 +125,6 @@ ncclResult_t pncclGroupEnd() {
   }
   std::vector<Creation> creations;
   creations.swap(g.creations);
-  g.scratch.clear();
   g.refused = ncclSuccess;
   g.refusedMsg.clear();
   if (r != ncclSuccess) {

@@ -42,16 +42,6 @@ static_assert(static_cast<int>(ncclNumOps) == static_cast<int>(WEFT_AVG) + 1 &&
                   static_cast<int>(ncclMin) == static_cast<int>(WEFT_MIN),
               "weft_op_t's SUM .. AVG have NCCL's values");
 
-// A reduction operator made by ncclRedOpCreatePreMulSum: sum after
-// multiplying each rank's input by `scalar` (redop.cc).
-struct ShimRedOp {
-  bool live = false;
-  weft_datatype_t dtype = WEFT_FLOAT32;
-  ncclScalarResidence_t residence = ncclScalarHostImmediate;
-  unsigned char value[8] = {};    // the scalar, read at creation (host immediate)
-  const void* pointer = nullptr;  // the scalar, read at each call (ncclScalarDevice)
-};
-
 // What ncclCommRegister hands out (weft needs no registration).
 struct ShimRegistration {
   void* buff;
@@ -77,7 +67,6 @@ struct ncclComm {
   std::string createError;
 
   std::mutex mu;                        // guards the members below
-  std::vector<ShimRedOp> ops;           // op value ncclNumOps + i is ops[i]
   std::vector<ShimRegistration*> regs;  // ncclCommRegister handles
   std::string lastError;
 
@@ -148,27 +137,15 @@ void deleteComm(ncclComm* c);
 bool inGroup();
 // A creation called inside a group runs at the outermost ncclGroupEnd.
 void deferCreation(ncclComm* c, CreateFn fn, bool async);
-// Keeps a scratch buffer alive until the outermost ncclGroupEnd.
-void keepUntilGroupEnd(std::unique_ptr<unsigned char[]> buf);
 // Returns `r`. When it is an error and a group is open, the whole group
 // will fail at ncclGroupEnd without running anything, with this call's
 // error (weft does the same for the calls it refuses itself).
 ncclResult_t groupRefused(ncclResult_t r);
 
 // ---- reduction operators (redop.cc) ------------------------------------
-struct OpChoice {
-  weft_op_t op = WEFT_SUM;
-  bool preMul = false;
-  unsigned char scalar[8] = {};
-};
-// Resolves a built-in or PreMulSum op for `dt` on `c`.
-ncclResult_t resolveOp(ncclComm* c, const char* fn, ncclRedOp_t op, ncclDataType_t dt,
-                       OpChoice* out);
-// *out = a new buffer holding scalar * in[i] for i < count (kept alive by
-// *keep); the input of a PreMulSum reduction.
-ncclResult_t preMultiply(ncclComm* c, const char* fn, const void* in, size_t count,
-                         weft_datatype_t dt, const unsigned char* scalar, const void** out,
-                         std::unique_ptr<unsigned char[]>* keep);
+// The weft op of NCCL op `op`: a built-in, or one ncclRedOpCreatePreMulSum
+// made (weft's own value, checked by weft at the call).
+ncclResult_t resolveOp(ncclComm* c, const char* fn, ncclRedOp_t op, weft_op_t* out);
 
 // ---- CUDA, when the process has it (cuda.cc) ---------------------------
 // Looks (again) for a CUDA runtime or driver already loaded in the process.
