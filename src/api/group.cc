@@ -123,6 +123,12 @@ weft_result_t weft_test(weft_request_t req, int* done) {
 
 weft_result_t weft_wait(weft_request_t req) {
   if (!req) return setError(static_cast<Comm*>(nullptr), invalidArgument("req is NULL"));
+  if (req->comms.size() == 1 && req->tracker->pending.load() > 0) {
+    // One comm: the engine's own bounded idle wait (spin, then doorbell or
+    // poll), as a blocking call waits, instead of naps of 50 us.
+    Status st = req->comms[0]->waitFor(req->tracker);
+    return st.isOk() ? WEFT_SUCCESS : setError(req->comms[0].get(), st);
+  }
   int idle = 0;
   while (req->tracker->pending.load() > 0) {
     bool moved = false;
