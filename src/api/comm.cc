@@ -454,6 +454,16 @@ Status Comm::fillOp(Op& op, const CollArgs& args, weft_datatype_t dt, const void
   return Status();
 }
 
+size_t Comm::releaseSpareMemory() {
+  std::lock_guard<Mutex> lk(mu);
+  return engine_ ? engine_->releaseSpareScratch() : 0;
+}
+
+size_t Comm::spareMemoryBytes(bool device) {
+  std::lock_guard<Mutex> lk(mu);
+  return engine_ ? engine_->spareScratchBytes(device) : 0;
+}
+
 bool Comm::progressOnce() {
   std::lock_guard<Mutex> lk(mu);
   return engine_ && engine_->progress();

@@ -59,6 +59,10 @@ class Comm {
                 uint64_t callNs = 0);
   // One engine step under the lock; true when anything moved.
   bool progressOnce();
+  // The engine's spare scratch (Engine::releaseSpareScratch), under the
+  // lock: what the NCCL shim's ncclCommSuspend lets go, and its size.
+  size_t releaseSpareMemory();
+  size_t spareMemoryBytes(bool device);
   // Drives the engine until `tracker` has no pending ops (bounded by the
   // engine's own timeout, which fails the ops).
   // Runs the engine until the tracker's ops are done. `held`: this thread's

@@ -1,5 +1,6 @@
 #include "core/config.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -115,6 +116,44 @@ Config Config::fromEnv() {
   c.netGdr = envStr("WEFT_NET_GDR");
   c.ucxFastRndv = envLong("WEFT_UCX_FAST_RNDV", 0, 0, 1) != 0;
   return c;
+}
+
+std::vector<std::pair<std::string, std::string>> Config::entries() const {
+  auto num = [](double v) {
+    char b[32];
+    snprintf(b, sizeof b, "%g", v);
+    return std::string(b);
+  };
+  auto n = [](long long v) { return std::to_string(v); };
+  return {{"WEFT_TIMEOUT_S", num(timeoutS)},
+          {"WEFT_BOOTSTRAP_TIMEOUT_S", num(bootstrapTimeoutS)},
+          {"WEFT_TRANSPORTS", transports},
+          {"WEFT_SOCKET_IFNAME", socketIfname},
+          {"WEFT_NSOCKS_PER_PEER", n(nsocksPerPeer)},
+          {"WEFT_SOCKET_BUF_BYTES", n(static_cast<long long>(socketBufBytes))},
+          {"WEFT_CHUNK_BYTES", n(static_cast<long long>(chunkBytes))},
+          {"WEFT_SHM_SLOT_BYTES", n(static_cast<long long>(shmSlotBytes))},
+          {"WEFT_SHM_SLOTS", n(shmSlots)},
+          {"WEFT_ALGO", algo},
+          {"WEFT_SHM_ARENA_CHUNK", n(static_cast<long long>(shmArenaChunk))},
+          {"WEFT_SHM_DIRECT_MIN", n(static_cast<long long>(shmDirectMin))},
+          {"WEFT_SPIN_US", n(spinUs)},
+          {"WEFT_IB_HCA", ibHca},
+          {"WEFT_IB_GID_INDEX", n(ibGidIndex)},
+          {"WEFT_IB_QPS_PER_PEER", n(ibQpsPerPeer)},
+          {"WEFT_NET_GDR", netGdr},
+          {"WEFT_UCX_FAST_RNDV", n(ucxFastRndv)},
+          {"WEFT_CUDA_LOCAL_WORK", cudaLocalWork},
+          {"WEFT_CUDA_IPC", cudaIpc},
+          {"WEFT_TOPO_FILE", topoFile},
+          {"WEFT_TOPO_DUMP_FILE", topoDumpFile},
+          {"WEFT_TELEMETRY", n(telemetry)},
+          {"WEFT_TIMELINE", timelinePath},
+          {"WEFT_STATS", statsPath},
+          {"WEFT_STATS_INTERVAL_S", num(statsIntervalS)},
+          {"WEFT_STALL_WARN_S", num(stallWarnS)},
+          {"WEFT_FLIGHT_RECORDER", n(flightRecorder)},
+          {"WEFT_FLIGHT_RECORDER_FILE", flightRecorderPath}};
 }
 
 std::vector<std::string> Config::variablesInEffect() {

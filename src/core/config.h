@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace weft {
@@ -48,6 +49,10 @@ struct Config {
   static Config fromEnv();
   // "NAME=value" of each variable set in the environment, for INFO logs.
   static std::vector<std::string> variablesInEffect();
+  // Every variable of this config, set or not, with the value in effect
+  // ("" for an unset string; numbers as fromEnv parsed them): the NCCL
+  // shim's parameter API (ncclParamGet*) reads weft's settings here.
+  std::vector<std::pair<std::string, std::string>> entries() const;
 };
 
 // Parses "4M", "64K", "1G", "123" into bytes; returns false on garbage.

@@ -82,6 +82,25 @@ void Engine::retire(std::unique_ptr<Op>& op) {
   recycle(op);
 }
 
+size_t Engine::releaseSpareScratch() {
+  if (busy()) return 0;
+  size_t bytes = 0;
+  for (const Spare& sp : spare_) bytes += sp.len;
+  spare_.clear();
+  for (auto& op : freeOps_) bytes += op->scratchLen;
+  freeOps_.clear();
+  return bytes;
+}
+
+size_t Engine::spareScratchBytes(bool device) const {
+  size_t bytes = 0;
+  for (const Spare& sp : spare_)
+    if ((sp.from != nullptr) == device) bytes += sp.len;
+  if (!device)
+    for (const auto& op : freeOps_) bytes += op->scratchLen;
+  return bytes;
+}
+
 void Engine::recycle(std::unique_ptr<Op>& op) {
   constexpr size_t kFreeOps = 16;
   if (freeOps_.size() < kFreeOps) {

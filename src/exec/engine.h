@@ -76,6 +76,12 @@ class Engine {
   void sleepIdle(const IdleWait& w) const;
   void idleWait(int idleRounds, int maxUs = 1000) { sleepIdle(prepareIdle(idleRounds, maxUs)); }
   bool busy() const { return !ops_.empty() || alone_; }
+  // Frees the scratch kept for later ops (the spare pool and the recycled
+  // ops' small buffers; a GPU backend's go back to its cache) and returns
+  // the bytes let go. Nothing while ops are in flight (returns 0).
+  size_t releaseSpareScratch();
+  // Bytes of scratch kept for later ops: a GPU backend's (`device`) or host.
+  size_t spareScratchBytes(bool device) const;
   // How long an op may go without progress from now on (Comm::setTimeout).
   void setTimeout(double timeoutS) { cfg_.timeoutS = timeoutS; }
   // A blocking call may run alone (runAlone): nothing in flight, no error,

@@ -34,6 +34,7 @@ class Call {
   bool begin(ncclDataType_t datatype, std::initializer_list<const void*> bufs) {
     if (!ok(acquire(comm_, fn_, &ref_))) return false;
     c_ = ref_.get();
+    if (!ok(refuseIfSuspended(c_, fn_))) return false;
     wc = c_->wc;
     if (static_cast<int>(datatype) < 0 || datatype >= ncclNumTypes) {
       invalid("datatype " + std::to_string(datatype) + " is not an ncclDataType_t");

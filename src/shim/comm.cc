@@ -222,6 +222,7 @@ ncclResult_t pncclCommFinalize(ncclComm_t comm) {
   if (ncclResult_t r = acquire(comm, "ncclCommFinalize", &c); r != ncclSuccess) return r;
   // Every host-path operation has completed when its call returned, so the
   // comm is quiescent: release weft's resources now; Destroy frees the rest.
+  closeOneSided(c.get(), false);
   weft_result_t w = weft_comm_destroy(c->wc.exchange(nullptr));
   c->state = ncclComm::kFinalized;
   return fromWeft(c.get(), w, "ncclCommFinalize");
@@ -233,6 +234,7 @@ ncclResult_t pncclCommDestroy(ncclComm_t comm) {
   CommRef c;
   if (ncclResult_t r = removable(comm, "ncclCommDestroy", &c); r != ncclSuccess) return r;
   settle(c.get());  // a creation still running finishes first
+  closeOneSided(c.get(), false);
   weft_comm_t wc = c->wc.exchange(nullptr);
   weft_result_t w = wc ? weft_comm_destroy(wc) : WEFT_SUCCESS;
   ncclResult_t r = fromWeft(nullptr, w, "ncclCommDestroy");
@@ -250,6 +252,7 @@ ncclResult_t pncclCommAbort(ncclComm_t comm) {
   // thread fails (weft's own reference keeps its state alive, ours the
   // ncclComm) and returns.
   settle(c.get());
+  closeOneSided(c.get(), true);
   if (weft_comm_t wc = c->wc.exchange(nullptr)) weft_comm_abort(wc);
   deleteComm(c.get());
   return ncclSuccess;

@@ -8,6 +8,10 @@
 #include <nccl.h>
 #include <nccl_device.h>
 
+#include <cstddef>
+#include <cstring>
+#include <string>
+
 #include "shim/shim.h"
 
 using namespace weft::shim;
@@ -130,5 +134,92 @@ ncclResult_t pncclLLA2ACreateRequirement(int, int, ncclLLA2AHandle_t*,
   return unsupported(nullptr, "ncclLLA2ACreateRequirement", kNoDeviceApi);
 }
 WEFT_NCCL_ALIAS(ncclLLA2ACreateRequirement)
+
+#if NCCL_VERSION_CODE >= 23000
+ncclResult_t pncclCommQueryProperties(ncclComm_t, ncclCommProperties_t*);
+ncclResult_t pncclGetLsaMultimemDevicePointer(ncclWindow_t, size_t, void**);
+ncclResult_t pncclGetMultimemDevicePointer(ncclWindow_t, size_t, ncclMultimemHandle_t, void**);
+ncclResult_t pncclGetLsaDevicePointer(ncclWindow_t, size_t, int, void**);
+ncclResult_t pncclGetPeerDevicePointer(ncclWindow_t, size_t, int, void**);
+
+// What the communicator offers: no device API, no multimem, no GPU-initiated
+// networking; host-initiated one-sided calls (ncclPutSignal on host windows,
+// window.cc) are there. Fields past props->size (an older caller) are left.
+ncclResult_t pncclCommQueryProperties(ncclComm_t comm, ncclCommProperties_t* props) {
+  const char* fn = "ncclCommQueryProperties";
+  CommRef c;
+  if (ncclResult_t r = acquire(comm, fn, &c); r != ncclSuccess) return r;
+  if (!props || props->size < offsetof(ncclCommProperties_t, rank))
+    return setError(c.get(), ncclInvalidArgument,
+                    std::string(fn) + ": props is NULL or not set up with "
+                                      "NCCL_COMM_PROPERTIES_INITIALIZER");
+  ncclCommProperties_t p = NCCL_COMM_PROPERTIES_INITIALIZER;
+  p.rank = c->rank;
+  p.nRanks = c->nranks;
+  p.cudaDev = c->cudaDev;
+  p.nvmlDev = c->cudaDev;
+  p.deviceApiSupport = false;
+  p.multimemSupport = false;
+  p.ginType = NCCL_GIN_TYPE_NONE;
+  p.nLsaTeams = c->nranks;  // LSA teams of one rank each (ncclTeamLsa)
+  p.hostRmaSupport = true;
+  p.railedGinType = NCCL_GIN_TYPE_NONE;
+  const size_t n = props->size < sizeof p ? props->size : sizeof p;
+  const size_t head = offsetof(ncclCommProperties_t, rank);
+  memcpy(reinterpret_cast<char*>(props) + head, reinterpret_cast<const char*>(&p) + head, n - head);
+  return ncclSuccess;
+}
+WEFT_NCCL_ALIAS(ncclCommQueryProperties)
+
+namespace {
+const char* const kNoDevicePointer =
+    "weft's windows are host memory (window.cc): there is no device pointer into a peer's or a "
+    "multicast window";
+}  // namespace
+
+ncclResult_t pncclGetLsaMultimemDevicePointer(ncclWindow_t, size_t, void** outPtr) {
+  if (outPtr) *outPtr = nullptr;
+  return unsupported(nullptr, "ncclGetLsaMultimemDevicePointer", kNoDevicePointer);
+}
+WEFT_NCCL_ALIAS(ncclGetLsaMultimemDevicePointer)
+
+ncclResult_t pncclGetMultimemDevicePointer(ncclWindow_t, size_t, ncclMultimemHandle_t,
+                                           void** outPtr) {
+  if (outPtr) *outPtr = nullptr;
+  return unsupported(nullptr, "ncclGetMultimemDevicePointer", kNoDevicePointer);
+}
+WEFT_NCCL_ALIAS(ncclGetMultimemDevicePointer)
+
+ncclResult_t pncclGetLsaDevicePointer(ncclWindow_t, size_t, int, void** outPtr) {
+  if (outPtr) *outPtr = nullptr;
+  return unsupported(nullptr, "ncclGetLsaDevicePointer", kNoDevicePointer);
+}
+WEFT_NCCL_ALIAS(ncclGetLsaDevicePointer)
+
+ncclResult_t pncclGetPeerDevicePointer(ncclWindow_t, size_t, int, void** outPtr) {
+  if (outPtr) *outPtr = nullptr;
+  return unsupported(nullptr, "ncclGetPeerDevicePointer", kNoDevicePointer);
+}
+WEFT_NCCL_ALIAS(ncclGetPeerDevicePointer)
+
+// NCCL's Linux library exports these two GIN scratch functions, whose
+// declarations live in device headers the nvidia-nccl wheel does not ship
+// (only a Windows stub declares them there): declared here with the handle
+// types opaque (C linkage, same symbol), so the export list stays NCCL's.
+ncclResult_t pncclGinOutboxCreateRequirement(int, int, void*, ncclDevResourceRequirements_t*);
+ncclResult_t pncclGinInboxA2ACreateRequirement(ncclTeam_t, int, int, void*,
+                                               ncclDevResourceRequirements_t*);
+
+ncclResult_t pncclGinOutboxCreateRequirement(int, int, void*, ncclDevResourceRequirements_t*) {
+  return unsupported(nullptr, "ncclGinOutboxCreateRequirement", kNoDeviceApi);
+}
+WEFT_NCCL_ALIAS(ncclGinOutboxCreateRequirement)
+
+ncclResult_t pncclGinInboxA2ACreateRequirement(ncclTeam_t, int, int, void*,
+                                               ncclDevResourceRequirements_t*) {
+  return unsupported(nullptr, "ncclGinInboxA2ACreateRequirement", kNoDeviceApi);
+}
+WEFT_NCCL_ALIAS(ncclGinInboxA2ACreateRequirement)
+#endif  // NCCL_VERSION_CODE >= 23000
 
 }  // extern "C"

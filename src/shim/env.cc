@@ -228,6 +228,25 @@ void prepareProcess() {
   }
 }
 
+std::vector<std::pair<std::string, std::string>> ncclVariables() {
+  // The numeric ones' defaults are what the shim does when they are unset.
+  static const std::map<std::string, std::string> kDefaults = {
+      {"NCCL_SHM_DISABLE", "0"}, {"NCCL_COMM_BLOCKING", "1"}, {"NCCL_IB_DISABLE", "0"}};
+  std::vector<std::pair<std::string, std::string>> out;
+  auto add = [&](const char* name) {
+    std::string v = envOr(name);
+    if (v.empty()) {
+      auto d = kDefaults.find(name);
+      if (d != kDefaults.end()) v = d->second;
+    }
+    out.emplace_back(name, v);
+  };
+  for (const Mapping& m : kMappings) add(m.ncclVar);
+  for (const char* h : kHandled) add(h);
+  for (const Ignored& i : kIgnored) add(i.var);
+  return out;
+}
+
 bool defaultBlocking() {
   const char* v = getenv("NCCL_COMM_BLOCKING");
   return !(v && *v && atoi(v) == 0);
@@ -278,6 +297,17 @@ void resetDebugInit() {
 }
 
 }  // namespace
+
+// From NCCL 2.30 nccl.h declares these only where NCCL_OS_LINUX is set (its
+// own build) and makes them empty macros elsewhere; NCCL's library still
+// exports them, and so does the shim, for programs built against older
+// headers.
+#ifdef ncclResetDebugInit
+#undef ncclResetDebugInit
+#undef pncclResetDebugInit
+extern "C" void ncclResetDebugInit();
+extern "C" void pncclResetDebugInit();
+#endif
 
 extern "C" {
 

@@ -98,6 +98,10 @@ const char* pncclGetErrorString(ncclResult_t result) {
       return "remote error: a peer failed, exited or stopped making progress";
     case ncclInProgress:
       return "operation in progress";
+#if NCCL_VERSION_CODE >= 23000
+    case ncclTimeout:  // weft reports a timeout as ncclRemoteError, naming the peer
+      return "timeout";
+#endif
     case ncclNumResults:
       break;
   }

@@ -239,4 +239,40 @@ ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int exclude
 }
 WEFT_NCCL_ALIAS(ncclCommShrink)
 
+#if NCCL_VERSION_CODE >= 23000
+// Growing a communicator (NCCL 2.30): new ranks join a running one. weft's
+// communicators have a fixed membership until its elastic support lands,
+// so both halves refuse, before anything is created or any id handed out.
+namespace {
+const char* const kNoGrow =
+    "weft cannot add ranks to a running communicator yet; create a new one with "
+    "ncclGetUniqueId and ncclCommInitRank instead";
+}  // namespace
+
+ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId) {
+  const char* fn = "ncclCommGetUniqueId";
+  CommRef c;
+  if (ncclResult_t r = acquire(comm, fn, &c); r != ncclSuccess) return r;
+  if (!uniqueId) return setError(c.get(), ncclInvalidArgument, std::string(fn) + ": uniqueId is NULL");
+  return unsupported(c.get(), fn, kNoGrow);
+}
+WEFT_NCCL_ALIAS(ncclCommGetUniqueId)
+
+ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+                           ncclComm_t* newcomm, ncclConfig_t* config) {
+  (void)nRanks;
+  (void)uniqueId;
+  (void)rank;
+  (void)config;
+  const char* fn = "ncclCommGrow";
+  if (newcomm) *newcomm = nullptr;
+  CommRef c;
+  if (comm) {
+    if (ncclResult_t r = acquire(comm, fn, &c); r != ncclSuccess) return groupRefused(r);
+  }
+  return groupRefused(unsupported(c.get(), fn, kNoGrow));
+}
+WEFT_NCCL_ALIAS(ncclCommGrow)
+#endif  // NCCL_VERSION_CODE >= 23000
+
 }  // extern "C"

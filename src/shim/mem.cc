@@ -1,6 +1,5 @@
-// Memory: ncclMemAlloc / ncclMemFree, buffer registration (weft needs none:
-// a handle that remembers the buffer), and symmetric-memory windows (not
-// supported: they exist for NCCL's device-side kernels).
+// Memory: ncclMemAlloc / ncclMemFree and buffer registration (weft needs
+// none: a handle that remembers the buffer). Windows: window.cc.
 //
 // ncclMemAlloc returns what its caller can use: CUDA device memory from the
 // process's CUDA runtime when there is one (a CUDA caller expects device
@@ -93,25 +92,5 @@ ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* handle) {
   return ncclSuccess;
 }
 WEFT_NCCL_ALIAS(ncclCommDeregister)
-
-ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
-                                     int winFlags) {
-  (void)buff;
-  (void)size;
-  (void)win;
-  (void)winFlags;
-  return unsupported(lookup(comm).get(), "ncclCommWindowRegister",
-                     "symmetric memory windows serve NCCL's device-side kernels, and this weft "
-                     "has no CUDA support yet");
-}
-WEFT_NCCL_ALIAS(ncclCommWindowRegister)
-
-ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
-  (void)win;
-  return unsupported(lookup(comm).get(), "ncclCommWindowDeregister",
-                     "symmetric memory windows serve NCCL's device-side kernels, and this weft "
-                     "has no CUDA support yet");
-}
-WEFT_NCCL_ALIAS(ncclCommWindowDeregister)
 
 }  // extern "C"

@@ -22,6 +22,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "weft.h"
@@ -48,6 +49,12 @@ struct ShimRegistration {
   size_t size;
 };
 
+namespace weft {
+namespace shim {
+struct OneSided;  // windows and one-sided calls (window.cc)
+}  // namespace shim
+}  // namespace weft
+
 // What an ncclComm_t points at. The creation may run later (in a group) or
 // on a worker thread (nonblocking config); `state` says where it stands.
 struct ncclComm {
@@ -60,6 +67,11 @@ struct ncclComm {
   int cudaDev = 0;
   bool blocking = true;
   std::string name;  // ncclConfig_t::commName, for logs
+  // ncclCommSuspend .. ncclCommResume: operations are refused (suspend.cc).
+  std::atomic<bool> suspended{false};
+  // Windows and the one-sided channel, from the first ncclCommWindowRegister
+  // on (window.cc). Used by the thread that drives the comm.
+  std::shared_ptr<weft::shim::OneSided> oneSided;
 
   std::mutex workerMu;  // guards worker (joined by whichever thread needs it first)
   std::thread worker;
@@ -142,7 +154,18 @@ void deferCreation(ncclComm* c, CreateFn fn, bool async);
 // error (weft does the same for the calls it refuses itself).
 ncclResult_t groupRefused(ncclResult_t r);
 
+// Ends the one-sided channel before the comm's weft communicator goes
+// (abort: at once; else puts nobody waited for are dropped with a warning).
+void closeOneSided(ncclComm* c, bool abort);
+
+// ncclInvalidUsage when `c` is suspended (ncclCommSuspend), naming `fn`.
+ncclResult_t refuseIfSuspended(ncclComm* c, const char* fn);
+
 // ---- reduction operators (redop.cc) ------------------------------------
+// The NCCL_* variables the shim knows (translated, read itself, or named as
+// ignored), with their values now (or what the shim assumes when unset).
+std::vector<std::pair<std::string, std::string>> ncclVariables();
+
 // The weft op of NCCL op `op`: a built-in, or one ncclRedOpCreatePreMulSum
 // made (weft's own value, checked by weft at the call).
 ncclResult_t resolveOp(ncclComm* c, const char* fn, ncclRedOp_t op, weft_op_t* out);

@@ -100,11 +100,19 @@ TEST_CASE("unsupported functions return ncclInvalidUsage and say why", "[shim][c
               .find(std::string(fn) + " is not supported by weft") != std::string::npos);
   };
   check(ncclCommRevoke(c, NCCL_REVOKE_DEFAULT), "ncclCommRevoke");
-  float buf[4];
-  ncclWindow_t win = nullptr;
-  check(ncclCommWindowRegister(c, buf, sizeof buf, &win, NCCL_WIN_DEFAULT),
-        "ncclCommWindowRegister");
-  check(ncclCommWindowDeregister(c, win), "ncclCommWindowDeregister");
+#if NCCL_VERSION_CODE >= 23000
+  // Growing a communicator, and device pointers into windows (weft's are
+  // host memory: window_test.cc).
+  ncclUniqueId id;
+  check(ncclCommGetUniqueId(c, &id), "ncclCommGetUniqueId");
+  ncclComm_t grown = c;
+  check(ncclCommGrow(c, 2, nullptr, -1, &grown, nullptr), "ncclCommGrow");
+  CHECK(grown == nullptr);
+  void* p = &id;
+  check(ncclGetPeerDevicePointer(nullptr, 0, 0, &p), "ncclGetPeerDevicePointer");
+  CHECK(p == nullptr);
+  check(ncclGetLsaMultimemDevicePointer(nullptr, 0, &p), "ncclGetLsaMultimemDevicePointer");
+#endif
   ncclDevComm_t* devComm = nullptr;
   check(ncclDevCommCreate(c, nullptr, devComm), "ncclDevCommCreate");
   check(ncclDevCommDestroy(c, devComm), "ncclDevCommDestroy");

@@ -98,6 +98,11 @@ inline std::set<std::string> ncclDeviceHostFunctions(const std::string& includeD
     if (!seen.insert(path).second) continue;
     std::string raw = readText(path);
     if (raw.empty()) continue;
+    // A header for Windows builds only (it stops a Linux build with #error):
+    // what it declares is not part of the Linux ABI.
+    static const std::regex windowsOnly(
+        R"(#\s*if\s*!\s*defined\s*\(?\s*NCCL_OS_WINDOWS\s*\)?\s*\n\s*#\s*error)");
+    if (std::regex_search(raw, windowsOnly)) continue;
     const std::string dir = path.substr(0, path.rfind('/'));
     for (std::sregex_iterator it(raw.begin(), raw.end(), include), end; it != end; ++it) {
       const std::string inc = (*it)[1];

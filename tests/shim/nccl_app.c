@@ -481,9 +481,40 @@ static int checkNonblockingComm(ncclComm_t comm, int n) {
   return 0;
 }
 
+/* A window on every rank; each rank puts 8 floats into the next rank's
+ * window (NCCL 2.30 headers) and waits for the previous rank's put. */
+static int checkWindows(ncclComm_t comm, int n) {
+  float win[64];
+  int rank = 0, i;
+  ncclWindow_t w = NULL;
+  (void)n; /* used by the puts of 2.30 headers only */
+  OK(ncclCommUserRank(comm, &rank));
+  for (i = 0; i < 64; ++i) win[i] = -1.0f;
+  OK(ncclCommWindowRegister(comm, win, sizeof win, &w, NCCL_WIN_DEFAULT));
+#if NCCL_VERSION_CODE >= 23000
+  {
+    const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    float src[8];
+    ncclWaitSignalDesc_t d;
+    for (i = 0; i < 8; ++i) src[i] = (float)(rank * 10 + i);
+    OK(ncclPutSignal(src, 8, ncclFloat, next, w, (size_t)(rank % 8) * 8 * sizeof(float), 0, 0, 0,
+                     comm, NULL));
+    d.opCnt = 1;
+    d.peer = prev;
+    d.sigIdx = 0;
+    d.ctx = 0;
+    OK(ncclWaitSignal(1, &d, comm, NULL));
+    for (i = 0; i < 8; ++i)
+      EXPECT(win[(prev % 8) * 8 + i] == (float)(prev * 10 + i), "put from rank %d [%d] = %g", prev,
+             i, win[(prev % 8) * 8 + i]);
+  }
+#endif
+  OK(ncclCommWindowDeregister(comm, w));
+  return 0;
+}
+
 static int checkErrors(ncclComm_t comm, int n) {
   float a[4] = {1, 2, 3, 4}, b[4] = {0, 0, 0, 0};
-  ncclWindow_t win = NULL;
   int bad = 0;
   bad |= expectError(ncclAllReduce(a, b, 4, (ncclDataType_t)99, ncclSum, comm, NULL),
                      ncclInvalidArgument, "datatype", "bad datatype");
@@ -495,8 +526,6 @@ static int checkErrors(ncclComm_t comm, int n) {
                      "comm is NULL", "NULL comm");
   bad |= expectError(ncclRecv(b, 4, ncclFloat, -1, comm, NULL), ncclInvalidArgument, "peer",
                      "bad peer");
-  bad |= expectError(ncclCommWindowRegister(comm, a, sizeof a, &win, NCCL_WIN_DEFAULT),
-                     ncclInvalidUsage, "not supported by weft", "window register");
   bad |= expectError(ncclGroupEnd(), ncclInvalidUsage, "ncclGroupStart", "lone ncclGroupEnd");
   EXPECT(b[0] == 0.0f, "a refused call wrote its recvbuff");
   /* A stream is not a CUDA stream in a process without CUDA: host path. */
@@ -562,7 +591,7 @@ static int runRank(int rank, int n) {
   EXPECT(count == n && me == rank && dev == 0, "count %d, rank %d, device %d", count, me, dev);
   if (checkAllReduceEveryTypeAndOp(comm, n) || checkRooted(comm, n) || checkGatherFamily(comm, n) ||
       checkSendRecv(comm, n) || checkPreMulSum(comm, n) || checkSplitAndShrink(comm, n) ||
-      checkNonblockingComm(comm, n) || checkErrors(comm, n))
+      checkNonblockingComm(comm, n) || checkWindows(comm, n) || checkErrors(comm, n))
     return 1;
   OK(ncclCommDestroy(comm));
   printf("rank %d: %d checks passed\n", rank, gChecks);
