@@ -34,7 +34,8 @@
 #     pipeline: GPU reductions while other chunks are on the wire), #wrong
 #     checked. (WEFT_TRANSPORTS=tcp leaves cuda_ipc out: staged.)
 #  6. the NCCL shim's GPU section (tests/shim/gpu_check_shim.sh: PyTorch
-#     through the shim), now required to run on device memory.
+#     through the shim), now required to run on device memory;
+#  7. the torch backend "weft" on CUDA tensors (tests/python/test_cuda.py).
 #
 # Every section has its own time bound and log; summary.txt
 # lists each section's outcome. Exit status: 0 when every section passed,
@@ -393,6 +394,27 @@ if [ $tests = ON ]; then
   if grep -q "SKIPPED (exit 77)" "$OUTDIR/shim-torch.log"; then
     note "NOTE  shim-torch was skipped: $(grep -m1 SKIP "$OUTDIR/shim-torch.log")"
   fi
+fi
+
+# ---- 7. The torch backend on CUDA tensors ---------------------------------
+# weft._C built against this machine's torch, then tests/python/test_cuda.py
+# (2 processes on GPU 0). Exit 77: no torch or no GPU here: noted, not failed.
+torch_backend() {
+  python3 -c 'import torch' 2>/dev/null || { echo "SKIPPED (exit 77): python3 has no torch"; return 0; }
+  cmake -S . -B "$BUILD" -DWEFT_BUILD_TORCH=ON -DPython3_EXECUTABLE="$(command -v python3)" &&
+    cmake --build "$BUILD" -j"$JOBS" --target weft_torch_ext || return 1
+  PYTHONPATH="$BUILD/python:tests/python" OMP_NUM_THREADS=1 python3 tests/python/test_cuda.py
+  local rc=$?
+  if [ "$rc" -eq 77 ]; then
+    echo "SKIPPED (exit 77)"
+    return 0
+  fi
+  return "$rc"
+}
+export -f torch_backend
+section torch-backend-cuda 120 torch_backend
+if grep -q "SKIPPED (exit 77)" "$OUTDIR/torch-backend-cuda.log"; then
+  note "NOTE  torch-backend-cuda was skipped: $(grep -m1 SKIP "$OUTDIR/torch-backend-cuda.log")"
 fi
 
 note "# total $(elapsed)s; $( [ $failed = 0 ] && echo 'all sections passed' || echo 'FAILURES above')"

@@ -1,5 +1,7 @@
 #include "convert.h"
 
+#include "placement.h"
+
 #include <c10/util/Exception.h>
 
 namespace weft_torch {
@@ -24,9 +26,12 @@ const char* opName(c10d::ReduceOp::RedOpType op) {
 
 void checkTensor(const at::Tensor& t, const char* call, const char* what) {
   TORCH_CHECK(t.defined(), "weft: ", call, ": ", what, " is an undefined tensor");
-  TORCH_CHECK(t.device().is_cpu(), "weft: ", call, ": ", what, " is on ", t.device(),
-              "; this build of the weft backend takes CPU tensors (use backend "
-              "\"cpu:weft,cuda:nccl\" for CUDA tensors)");
+  TORCH_CHECK(t.device().is_cpu() || (t.device().is_cuda() && cudaTensorsSupported()), "weft: ",
+              call, ": ", what, " is on ", t.device(),
+              cudaTensorsSupported() ? "; the weft backend takes CPU and CUDA tensors"
+                                     : "; this build of the weft backend takes CPU tensors (weft or "
+                                       "torch was built without CUDA; use backend "
+                                       "\"cpu:weft,cuda:nccl\" for CUDA tensors)");
   TORCH_CHECK(t.layout() == at::kStrided, "weft: ", call, ": ", what,
               " is not a dense tensor (layout ", t.layout(), "); weft has no sparse collectives");
 }

@@ -5,6 +5,7 @@
 
 #include <pybind11/chrono.h>
 
+#include "placement.h"
 #include "process_group.h"
 
 namespace {
@@ -33,6 +34,8 @@ PYBIND11_MODULE(_C, m) {
     TORCH_CHECK(w, "weft: not a weft backend");
     return reinterpret_cast<uintptr_t>(w->comm());
   }, "The weft_comm_t of a weft backend, as an integer (for ctypes).");
+  m.def("cuda_supported", &weft_torch::cudaTensorsSupported,
+        "Whether this build takes CUDA tensors (weft and torch both built with CUDA).");
   int v = 0;
   weft_get_version(&v);
   m.attr("weft_version_code") = v;

@@ -21,8 +21,8 @@ Ptr ProcessGroupWeft::broadcast(std::vector<at::Tensor>& tensors, const c10d::Br
   checkRoot(opts.rootRank, getSize(), "broadcast");
   at::Tensor buf = writable(t);
   Op op = makeOp(name, OpType::BROADCAST, "weft:broadcast", {t}, {t}, opts.timeout);
-  op.issue = [buf, root](weft_comm_t c) {
-    return weft_broadcast(ptr(buf), ptr(buf), bytes(buf), WEFT_UINT8, root, c, nullptr);
+  op.issue = [buf, root](weft_comm_t c, weft_stream_t s) {
+    return weft_broadcast(ptr(buf), ptr(buf), bytes(buf), WEFT_UINT8, root, c, s);
   };
   if (!buf.is_same(t)) op.after = [t, buf]() { copyBack(t, buf); };
   return run(std::move(op), opts.asyncOp);
@@ -71,9 +71,9 @@ Ptr ProcessGroupWeft::allgatherLists(std::vector<std::vector<at::Tensor>>& outpu
   }
   Op op = makeOp(name, inputs.size() == 1 ? OpType::ALLGATHER : OpType::ALLGATHER_COALESCED,
                  "weft:all_gather", inputs, allOut, opts.timeout);
-  op.issue = [ins, flats](weft_comm_t c) {
+  op.issue = [ins, flats](weft_comm_t c, weft_stream_t s) {
     return groupedEach(ins.size(), [&](size_t i) {
-      return weft_allgather(ptr(ins[i]), ptr(flats[i]), bytes(ins[i]), WEFT_UINT8, c, nullptr);
+      return weft_allgather(ptr(ins[i]), ptr(flats[i]), bytes(ins[i]), WEFT_UINT8, c, s);
     });
   };
   std::vector<std::vector<at::Tensor>> lists = outputLists;
@@ -106,9 +106,9 @@ Ptr ProcessGroupWeft::allgather_into_tensor_coalesced(std::vector<at::Tensor>& o
   Op op = makeOp(name, outputs.size() == 1 ? OpType::_ALLGATHER_BASE
                                            : OpType::ALLGATHER_INTO_TENSOR_COALESCED,
                  "weft:all_gather_into_tensor", inputs, outputs, opts.timeout);
-  op.issue = [ins, bufs](weft_comm_t c) {
+  op.issue = [ins, bufs](weft_comm_t c, weft_stream_t s) {
     return groupedEach(ins.size(), [&](size_t i) {
-      return weft_allgather(ptr(ins[i]), ptr(bufs[i]), bytes(ins[i]), WEFT_UINT8, c, nullptr);
+      return weft_allgather(ptr(ins[i]), ptr(bufs[i]), bytes(ins[i]), WEFT_UINT8, c, s);
     });
   };
   op.after = copyBackAll(outputs, bufs);
@@ -140,9 +140,9 @@ Ptr ProcessGroupWeft::gather(std::vector<std::vector<at::Tensor>>& outputs,
   at::Tensor src = in.contiguous();
   at::Tensor flat = isRoot ? at::empty({getSize() * in.numel()}, in.options()) : at::Tensor();
   Op op = makeOp(name, OpType::GATHER, "weft:gather", {in}, outs, opts.timeout);
-  op.issue = [src, flat, root](weft_comm_t c) {
+  op.issue = [src, flat, root](weft_comm_t c, weft_stream_t s) {
     return weft_gather(ptr(src), flat.defined() ? ptr(flat) : nullptr, bytes(src), WEFT_UINT8, root,
-                       c, nullptr);
+                       c, s);
   };
   op.after = [outs, flat]() mutable {
     if (flat.defined()) scatterInto(flat, outs);
@@ -164,9 +164,9 @@ Ptr ProcessGroupWeft::gather_into_tensor(at::Tensor& output, at::Tensor& input,
   at::Tensor src = input.contiguous();
   at::Tensor buf = isRoot ? writable(output) : at::Tensor();
   Op op = makeOp(name, OpType::GATHER, "weft:gather", {input}, {output}, opts.timeout);
-  op.issue = [src, buf, root](weft_comm_t c) {
+  op.issue = [src, buf, root](weft_comm_t c, weft_stream_t s) {
     return weft_gather(ptr(src), buf.defined() ? ptr(buf) : nullptr, bytes(src), WEFT_UINT8, root,
-                       c, nullptr);
+                       c, s);
   };
   at::Tensor out = output;
   op.after = [out, buf]() {
@@ -202,9 +202,9 @@ Ptr ProcessGroupWeft::scatter(std::vector<at::Tensor>& outputs,
   }
   at::Tensor buf = writable(out);
   Op op = makeOp(name, OpType::SCATTER, "weft:scatter", ins, {out}, opts.timeout);
-  op.issue = [flat, buf, root](weft_comm_t c) {
+  op.issue = [flat, buf, root](weft_comm_t c, weft_stream_t s) {
     return weft_scatter(flat.defined() ? ptr(flat) : nullptr, ptr(buf), bytes(buf), WEFT_UINT8,
-                        root, c, nullptr);
+                        root, c, s);
   };
   op.after = [out, buf]() { copyBack(out, buf); };
   return run(std::move(op), opts.asyncOp);
@@ -253,9 +253,9 @@ Ptr ProcessGroupWeft::alltoall_base(at::Tensor& output, at::Tensor& input,
   at::Tensor buf = writable(output);
   if (src.data_ptr() == buf.data_ptr() && bytes(src)) src = src.clone();  // weft refuses in place
   Op op = makeOp(name, OpType::ALLTOALL_BASE, "weft:all_to_all", {input}, {output}, opts.timeout);
-  op.issue = [src, buf, sc, sd, rc, rd](weft_comm_t c) {
+  op.issue = [src, buf, sc, sd, rc, rd](weft_comm_t c, weft_stream_t s) {
     return weft_alltoallv(ptr(src), sc.data(), sd.data(), ptr(buf), rc.data(), rd.data(),
-                          WEFT_UINT8, c, nullptr);
+                          WEFT_UINT8, c, s);
   };
   at::Tensor out = output;
   op.after = [out, buf]() { copyBack(out, buf); };
@@ -280,15 +280,15 @@ Ptr ProcessGroupWeft::alltoall(std::vector<at::Tensor>& outputs, std::vector<at:
     bufs.push_back(writable(outputs[i]));
   }
   Op op = makeOp(name, OpType::ALLTOALL, "weft:all_to_all", inputs, outputs, opts.timeout);
-  op.issue = [ins, bufs, n](weft_comm_t c) {
+  op.issue = [ins, bufs, n](weft_comm_t c, weft_stream_t s) {
     return grouped([&] {
       for (int j = 0; j < n; ++j) {
         if (bytes(ins[j]))
-          if (weft_result_t e = weft_send(ptr(ins[j]), bytes(ins[j]), WEFT_UINT8, j, c, nullptr);
+          if (weft_result_t e = weft_send(ptr(ins[j]), bytes(ins[j]), WEFT_UINT8, j, c, s);
               e != WEFT_SUCCESS)
             return e;
         if (bytes(bufs[j]))
-          if (weft_result_t e = weft_recv(ptr(bufs[j]), bytes(bufs[j]), WEFT_UINT8, j, c, nullptr);
+          if (weft_result_t e = weft_recv(ptr(bufs[j]), bytes(bufs[j]), WEFT_UINT8, j, c, s);
               e != WEFT_SUCCESS)
             return e;
       }

@@ -19,8 +19,8 @@ Ptr ProcessGroupWeft::allreduceOne(at::Tensor t, const c10d::ReduceOp& rop,
   Reduction r = reduction(t, rop, name);
   at::Tensor buf = r.premul ? premultiplied(t, r) : writable(t);
   Op op = makeOp(name, OpType::ALLREDUCE, "weft:all_reduce", {t}, {t}, timeout);
-  op.issue = [buf, r](weft_comm_t c) {
-    return weft_allreduce(ptr(buf), ptr(buf), r.count, r.dtype, r.op, c, nullptr);
+  op.issue = [buf, r](weft_comm_t c, weft_stream_t s) {
+    return weft_allreduce(ptr(buf), ptr(buf), r.count, r.dtype, r.op, c, s);
   };
   if (!buf.is_same(t)) op.after = [t, buf]() { copyBack(t, buf); };
   return run(std::move(op), asyncOp);
@@ -44,10 +44,10 @@ Ptr ProcessGroupWeft::allreduce_coalesced(std::vector<at::Tensor>& tensors,
   }
   Op op = makeOp(name, OpType::ALLREDUCE_COALESCED, "weft:all_reduce_coalesced", tensors, tensors,
                  opts.timeout);
-  op.issue = [bufs, rs](weft_comm_t c) {
+  op.issue = [bufs, rs](weft_comm_t c, weft_stream_t s) {
     return groupedEach(bufs.size(), [&](size_t i) {
       return weft_allreduce(ptr(bufs[i]), ptr(bufs[i]), rs[i].count, rs[i].dtype, rs[i].op, c,
-                            nullptr);
+                            s);
     });
   };
   op.after = copyBackAll(tensors, bufs);
@@ -66,8 +66,8 @@ Ptr ProcessGroupWeft::reduce(std::vector<at::Tensor>& tensors, const c10d::Reduc
   const bool isRoot = getRank() == root;
   Op op = makeOp(name, OpType::REDUCE, "weft:reduce", {t}, {t}, opts.timeout);
   // Non-roots: weft reads buf and writes nothing.
-  op.issue = [buf, r, root](weft_comm_t c) {
-    return weft_reduce(ptr(buf), ptr(buf), r.count, r.dtype, r.op, root, c, nullptr);
+  op.issue = [buf, r, root](weft_comm_t c, weft_stream_t s) {
+    return weft_reduce(ptr(buf), ptr(buf), r.count, r.dtype, r.op, root, c, s);
   };
   op.after = [t, buf, isRoot]() {
     if (isRoot) copyBack(t, buf);
@@ -95,8 +95,8 @@ Ptr ProcessGroupWeft::reduce_scatter(std::vector<at::Tensor>& outputs,
   at::Tensor buf = writable(out);
   Op op = makeOp(name, OpType::REDUCE_SCATTER, "weft:reduce_scatter", inputs[0], {out},
                  opts.timeout);
-  op.issue = [flat, buf, r](weft_comm_t c) {
-    return weft_reduce_scatter(ptr(flat), ptr(buf), r.count, r.dtype, r.op, c, nullptr);
+  op.issue = [flat, buf, r](weft_comm_t c, weft_stream_t s) {
+    return weft_reduce_scatter(ptr(flat), ptr(buf), r.count, r.dtype, r.op, c, s);
   };
   op.after = [out, buf]() { copyBack(out, buf); };
   return run(std::move(op), opts.asyncOp);
@@ -127,10 +127,10 @@ Ptr ProcessGroupWeft::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& o
   Op op = makeOp(name, outputs.size() == 1 ? OpType::_REDUCE_SCATTER_BASE
                                            : OpType::REDUCE_SCATTER_TENSOR_COALESCED,
                  "weft:reduce_scatter_tensor", inputs, outputs, opts.timeout);
-  op.issue = [ins, bufs, rs](weft_comm_t c) {
+  op.issue = [ins, bufs, rs](weft_comm_t c, weft_stream_t s) {
     return groupedEach(bufs.size(), [&](size_t i) {
       return weft_reduce_scatter(ptr(ins[i]), ptr(bufs[i]), rs[i].count, rs[i].dtype, rs[i].op, c,
-                                 nullptr);
+                                 s);
     });
   };
   op.after = copyBackAll(outputs, bufs);

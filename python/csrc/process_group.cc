@@ -69,9 +69,10 @@ Op ProcessGroupWeft::makeOp(const char* name, OpType type, const char* title,
   Op op;
   op.name = name;
   op.timeoutS = timeoutS(timeout);
+  op.where = placementOf({&inputs, &outputs}, name);
   op.work = c10::make_intrusive<WorkWeft>(
       getRank(), type, title, inputs, std::move(outputs), seq_.fetch_add(1) + 1,
-      std::chrono::milliseconds(static_cast<int64_t>(op.timeoutS * 1000)));
+      std::chrono::milliseconds(static_cast<int64_t>(op.timeoutS * 1000)), op.where);
   return op;
 }
 
@@ -107,7 +108,7 @@ Ptr ProcessGroupWeft::endCoalescing() {
   // One Work for the batch: completes after every op of it (the runner
   // completes a batch's ops in order, this one last).
   Op all = makeOp("coalesced", OpType::COALESCED, "weft:coalesced", {}, {}, c10d::kUnsetTimeout);
-  all.issue = [](weft_comm_t) { return WEFT_SUCCESS; };
+  all.issue = [](weft_comm_t, weft_stream_t) { return WEFT_SUCCESS; };
   for (const Op& op : ops) {
     all.p2p |= op.p2p;
     all.timeoutS = std::max(all.timeoutS, op.timeoutS);
@@ -129,8 +130,8 @@ Ptr ProcessGroupWeft::send(std::vector<at::Tensor>& tensors, int dstRank, int /*
   at::Tensor src = tensors[0].contiguous();
   Op op = makeOp(name, OpType::SEND, "weft:send", tensors, tensors, c10d::kUnsetTimeout);
   op.p2p = true;
-  op.issue = [src, dstRank](weft_comm_t c) {
-    return weft_send(ptr(src), bytes(src), WEFT_UINT8, dstRank, c, nullptr);
+  op.issue = [src, dstRank](weft_comm_t c, weft_stream_t s) {
+    return weft_send(ptr(src), bytes(src), WEFT_UINT8, dstRank, c, s);
   };
   return run(std::move(op), true);
 }
@@ -146,8 +147,8 @@ Ptr ProcessGroupWeft::recv(std::vector<at::Tensor>& tensors, int srcRank, int /*
   Op op = makeOp(name, OpType::RECV, "weft:recv", tensors, tensors, c10d::kUnsetTimeout);
   op.work->setSourceRank(srcRank);
   op.p2p = true;
-  op.issue = [buf, srcRank](weft_comm_t c) {
-    return weft_recv(ptr(buf), bytes(buf), WEFT_UINT8, srcRank, c, nullptr);
+  op.issue = [buf, srcRank](weft_comm_t c, weft_stream_t s) {
+    return weft_recv(ptr(buf), bytes(buf), WEFT_UINT8, srcRank, c, s);
   };
   if (!buf.is_same(t)) op.after = [t, buf]() { copyBack(t, buf); };
   return run(std::move(op), true);
@@ -162,7 +163,7 @@ Ptr ProcessGroupWeft::recvAnysource(std::vector<at::Tensor>& /*tensors*/, int /*
 
 Ptr ProcessGroupWeft::barrier(const c10d::BarrierOptions& opts) {
   Op op = makeOp("barrier", OpType::BARRIER, "weft:barrier", {}, {}, opts.timeout);
-  op.issue = [](weft_comm_t c) { return weft_barrier(c, nullptr); };
+  op.issue = [](weft_comm_t c, weft_stream_t s) { return weft_barrier(c, s); };
   return run(std::move(op), opts.asyncOp);
 }
 
@@ -171,7 +172,7 @@ void ProcessGroupWeft::monitoredBarrier(const c10d::BarrierOptions& opts, bool /
   // rank that did not arrive.
   Op op = makeOp("monitored_barrier", OpType::BARRIER, "weft:monitored_barrier", {}, {},
                  opts.timeout);
-  op.issue = [](weft_comm_t c) { return weft_barrier(c, nullptr); };
+  op.issue = [](weft_comm_t c, weft_stream_t s) { return weft_barrier(c, s); };
   Ptr work = run(std::move(op), false);
   work->wait();
 }

@@ -54,6 +54,21 @@ void Runner::submit(std::vector<Op> ops, bool inlineOk) {
     failBatch(b, e);
     return;
   }
+  bool onStream = false;
+  for (const Op& op : b.ops) onStream |= op.where.stream != nullptr;
+  if (onStream) {
+    // Enqueued on the caller's stream now, in call order: after the ops
+    // queued before it are issued (bounded by their timeouts).
+    cv_.wait(lk, [this] { return (queue_.empty() && !busy_ && inflight_ == 0) || error_ || stop_; });
+    if (error_ || stop_) {
+      std::exception_ptr e =
+          error_ ? error_ : distError("weft: the process group was shut down", false);
+      lk.unlock();
+      failBatch(b, e);
+      return;
+    }
+    inlineOk = true;
+  }
   if (inlineOk && queue_.empty() && !busy_ && inflight_ == 0) {
     busy_ = true;  // the caller owns the comm until it is done
     lk.unlock();
@@ -121,11 +136,12 @@ void Runner::start(Batch b, bool blocking) {
   }
   if (timeoutS > 0) weft_comm_set_timeout(comm_, timeoutS);
   if (b.ops.size() == 1 && !p2p) {  // one collective: weft's own fast path
-    finishBatch(b, b.ops[0].issue(comm_));
+    finishBatch(b, b.ops[0].issue(comm_, b.ops[0].where.stream));
     return;
   }
   weft_result_t r = weft_group_start();
-  for (size_t i = 0; r == WEFT_SUCCESS && i < b.ops.size(); ++i) r = b.ops[i].issue(comm_);
+  for (size_t i = 0; r == WEFT_SUCCESS && i < b.ops.size(); ++i)
+    r = b.ops[i].issue(comm_, b.ops[i].where.stream);
   if (r != WEFT_SUCCESS) {
     weft_group_end();  // issues nothing: the group holds a refused call
     finishBatch(b, r);

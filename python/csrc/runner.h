@@ -13,7 +13,11 @@
 //  - sends, receives and coalesced batches as one nonblocking weft group
 //    (weft_group_end_async): the runner goes on issuing, and completes them
 //    as weft_test reports them done. A receive posted before its send
-//    therefore never blocks the ops behind it.
+//    therefore never blocks the ops behind it;
+//  - ops on CUDA tensors, async or not, inline on the caller's thread once
+//    the ops queued before them are issued: weft enqueues them on the
+//    caller's current stream and returns, so they are ordered with the
+//    caller's kernels (the op is done when the stream gets there).
 // A failed op fails the comm: weft aborts it, and every later op fails at
 // once with the first error (as a NCCL communicator after an error).
 #pragma once
@@ -31,14 +35,17 @@
 #include <thread>
 #include <vector>
 
+#include "placement.h"
 #include "work.h"
 
 namespace weft_torch {
 
 struct Op {
   std::string name;  // "allreduce", for messages
-  // The weft calls; returns the first weft result that is not success.
-  std::function<weft_result_t(weft_comm_t)> issue;
+  // The weft calls on `where.stream` (NULL for CPU tensors); returns the
+  // first weft result that is not success.
+  std::function<weft_result_t(weft_comm_t, weft_stream_t)> issue;
+  Placement where;
   std::function<void()> after;  // may be empty
   c10::intrusive_ptr<WorkWeft> work;
   bool p2p = false;        // a send or receive: always nonblocking

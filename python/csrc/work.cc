@@ -7,10 +7,12 @@ namespace weft_torch {
 
 WorkWeft::WorkWeft(int rank, c10d::OpType type, const char* profilingTitle,
                    const std::vector<at::Tensor>& inputs, std::vector<at::Tensor> outputs,
-                   uint64_t seq, std::chrono::milliseconds timeout)
+                   uint64_t seq, std::chrono::milliseconds timeout, const Placement& where)
     : c10d::Work(rank, type, profilingTitle, inputs),
       outputs_(std::move(outputs)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))),
+      future_(c10::make_intrusive<c10::ivalue::Future>(
+          c10::ListType::create(c10::TensorType::get()),
+          where.cuda() ? std::vector<c10::Device>{where.device} : std::vector<c10::Device>{})),
       seq_(seq),
       timeout_(timeout),
       start_(std::chrono::steady_clock::now()),

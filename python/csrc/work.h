@@ -1,7 +1,10 @@
 // WorkWeft: the c10d::Work of one weft operation. Completed by the
 // backend's runner (or at once, for a call run inline); carries a Future
 // whose value is the op's output tensors (DDP communication hooks chain on
-// it) and whose error is the op's weft message.
+// it) and whose error is the op's weft message. For CUDA tensors the op is
+// complete once weft has enqueued it on the caller's stream; the Future is
+// then a CUDA one (its device listed), so waiting on it from another stream
+// makes that stream wait for the op.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -11,13 +14,15 @@
 #include <chrono>
 #include <vector>
 
+#include "placement.h"
+
 namespace weft_torch {
 
 class WorkWeft : public c10d::Work {
  public:
   WorkWeft(int rank, c10d::OpType type, const char* profilingTitle,
            const std::vector<at::Tensor>& inputs, std::vector<at::Tensor> outputs,
-           uint64_t seq, std::chrono::milliseconds timeout);
+           uint64_t seq, std::chrono::milliseconds timeout, const Placement& where);
 
   // Marks the op done: the Future gets the outputs, or the error.
   void complete(std::exception_ptr error);

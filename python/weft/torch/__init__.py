@@ -35,7 +35,8 @@ def register():
     """Registers backend "weft" with torch.distributed (idempotent)."""
     if BACKEND.upper() in dist.Backend._plugins:
         return
-    dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["cpu"])
+    devices = ["cpu", "cuda"] if _C.cuda_supported() else ["cpu"]
+    dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=devices)
 
 
 def comm_handle(group=None):
