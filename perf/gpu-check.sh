@@ -378,9 +378,10 @@ if ! grep -q "local steps: GPU kernels" "$OUTDIR/gpu-local-work.log"; then
 fi
 
 # ---- 6. The NCCL shim with PyTorch ---------------------------------------
-# Exit 77 is the shim check's "skipped" (no torch here): noted, not failed.
-shim_check() {
-  env WEFT_SHIM_REQUIRE_CUDA=1 bash tests/shim/gpu_check_shim.sh "$BUILD"
+# as_skippable CMD...: CMD's exit 77 ("skipped": no torch, no GPU) becomes a
+# success that says so; skip_note NAME notes it in the summary.
+as_skippable() {
+  "$@"
   local rc=$?
   if [ "$rc" -eq 77 ]; then
     echo "SKIPPED (exit 77)"
@@ -388,34 +389,31 @@ shim_check() {
   fi
   return "$rc"
 }
-export -f shim_check
+skip_note() {
+  if grep -q "SKIPPED (exit 77)" "$OUTDIR/$1.log"; then
+    note "NOTE  $1 was skipped: $(grep -m1 SKIP "$OUTDIR/$1.log")"
+  fi
+}
+shim_check() { as_skippable env WEFT_SHIM_REQUIRE_CUDA=1 bash tests/shim/gpu_check_shim.sh "$BUILD"; }
+export -f as_skippable shim_check
 if [ $tests = ON ]; then
   section shim-torch 40 shim_check
-  if grep -q "SKIPPED (exit 77)" "$OUTDIR/shim-torch.log"; then
-    note "NOTE  shim-torch was skipped: $(grep -m1 SKIP "$OUTDIR/shim-torch.log")"
-  fi
+  skip_note shim-torch
 fi
 
 # ---- 7. The torch backend on CUDA tensors ---------------------------------
 # weft._C built against this machine's torch, then tests/python/test_cuda.py
-# (2 processes on GPU 0). Exit 77: no torch or no GPU here: noted, not failed.
+# (2 processes on GPU 0).
 torch_backend() {
   python3 -c 'import torch' 2>/dev/null || { echo "SKIPPED (exit 77): python3 has no torch"; return 0; }
   cmake -S . -B "$BUILD" -DWEFT_BUILD_TORCH=ON -DPython3_EXECUTABLE="$(command -v python3)" &&
     cmake --build "$BUILD" -j"$JOBS" --target weft_torch_ext || return 1
-  PYTHONPATH="$BUILD/python:tests/python" OMP_NUM_THREADS=1 python3 tests/python/test_cuda.py
-  local rc=$?
-  if [ "$rc" -eq 77 ]; then
-    echo "SKIPPED (exit 77)"
-    return 0
-  fi
-  return "$rc"
+  as_skippable env PYTHONPATH="$BUILD/python:tests/python" OMP_NUM_THREADS=1 \
+    python3 tests/python/test_cuda.py
 }
 export -f torch_backend
 section torch-backend-cuda 120 torch_backend
-if grep -q "SKIPPED (exit 77)" "$OUTDIR/torch-backend-cuda.log"; then
-  note "NOTE  torch-backend-cuda was skipped: $(grep -m1 SKIP "$OUTDIR/torch-backend-cuda.log")"
-fi
+skip_note torch-backend-cuda
 
 note "# total $(elapsed)s; $( [ $failed = 0 ] && echo 'all sections passed' || echo 'FAILURES above')"
 exit $failed

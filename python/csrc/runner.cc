@@ -47,27 +47,20 @@ std::exception_ptr Runner::error() const {
 void Runner::submit(std::vector<Op> ops, bool inlineOk) {
   Batch b{std::move(ops)};
   std::unique_lock<std::mutex> lk(mu_);
-  if (error_ || stop_) {
-    std::exception_ptr e =
-        error_ ? error_ : distError("weft: the process group was shut down", false);
-    lk.unlock();
-    failBatch(b, e);
-    return;
-  }
   bool onStream = false;
   for (const Op& op : b.ops) onStream |= op.where.stream != nullptr;
   if (onStream) {
     // Enqueued on the caller's stream now, in call order: after the ops
     // queued before it are issued (bounded by their timeouts).
     cv_.wait(lk, [this] { return (queue_.empty() && !busy_ && inflight_ == 0) || error_ || stop_; });
-    if (error_ || stop_) {
-      std::exception_ptr e =
-          error_ ? error_ : distError("weft: the process group was shut down", false);
-      lk.unlock();
-      failBatch(b, e);
-      return;
-    }
     inlineOk = true;
+  }
+  if (error_ || stop_) {
+    std::exception_ptr e =
+        error_ ? error_ : distError("weft: the process group was shut down", false);
+    lk.unlock();
+    failBatch(b, e);
+    return;
   }
   if (inlineOk && queue_.empty() && !busy_ && inflight_ == 0) {
     busy_ = true;  // the caller owns the comm until it is done
