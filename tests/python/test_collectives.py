@@ -265,6 +265,47 @@ def test_async_futures_groups(n):
         assert f == [], f"rank {r}: {f}"
 
 
+def _threads_and_groups(rank, n):
+    """Three process groups driven at once by three threads of each rank
+    (weft communicators are independent: none waits for another's thread)."""
+    import threading
+
+    groups = [dist.new_group(list(range(n))) for _ in range(3)]
+    failures, lock = [], threading.Lock()
+
+    def drive(k):
+        g = groups[k]
+        for i in range(40):
+            t = torch.full((257,), float(rank + k + i))
+            dist.all_reduce(t, group=g)
+            want = float(sum(r + k + i for r in range(n)))
+            if not torch.equal(t, torch.full((257,), want)):
+                with lock:
+                    failures.append(f"group {k} call {i}: {t[0].item()} != {want}")
+                return
+            if i % 10 == 0:
+                out = torch.empty(n * 3)
+                dist.all_gather_into_tensor(out, torch.full((3,), float(rank * 10 + k)), group=g)
+                if out.view(n, 3)[:, 0].tolist() != [float(r * 10 + k) for r in range(n)]:
+                    with lock:
+                        failures.append(f"group {k} all_gather {i}")
+
+    threads = [threading.Thread(target=drive, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    if any(t.is_alive() for t in threads):
+        failures.append("a thread did not finish within 120 s")
+    return failures
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_several_threads_drive_several_groups(n):
+    for r, f in enumerate(run_ranks(_threads_and_groups, n)):
+        assert f == [], f"rank {r}: {f}"
+
+
 def _bad_input(rank, n):
     failures = []
     out = [torch.full((3,), -1.0) for _ in range(n + 1)]  # one too many
