@@ -50,9 +50,13 @@ int waitFd(int fd, short events, const Deadline& dl) {
   }
 }
 
+// Errors a later attempt may not see: nobody listens yet, or the route or
+// link to the peer is down for now (a link that comes back, a route being
+// set up). Retried until the deadline (WEFT_BOOTSTRAP_TIMEOUT_S).
 bool retryableConnectError(int err) {
   return err == ECONNREFUSED || err == ECONNRESET || err == ECONNABORTED || err == ETIMEDOUT ||
-         err == EAGAIN;
+         err == EAGAIN || err == EHOSTUNREACH || err == ENETUNREACH || err == ENETDOWN ||
+         err == EHOSTDOWN;
 }
 
 bool sameEndpoint(int fd) {

@@ -1,6 +1,8 @@
 // net: addresses, interface choice, sockets with deadlines, host identity.
 #include <arpa/inet.h>
+#include <net/if.h>
 #include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -235,6 +237,62 @@ TEST_CASE("socket: deadlines - refused connections and dead peers") {
   CHECK(net::setNonBlocking(lfd, false).isOk());
   CHECK(net::setNonBlocking(lfd, true).isOk());
   net::closeFd(&lfd);
+}
+
+// Brings `lo` of the calling process's network namespace up or down.
+static bool setLoopback(bool up) {
+  int s = socket(AF_INET, SOCK_DGRAM, 0);
+  if (s < 0) return false;
+  ifreq ifr{};
+  strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
+  bool ok = ioctl(s, SIOCGIFFLAGS, &ifr) == 0;
+  if (ok) {
+    ifr.ifr_flags = static_cast<short>(up ? (ifr.ifr_flags | IFF_UP) : (ifr.ifr_flags & ~IFF_UP));
+    ok = ioctl(s, SIOCSIFFLAGS, &ifr) == 0;
+  }
+  close(s);
+  return ok;
+}
+
+TEST_CASE("socket: an unreachable network is retried until a route appears") {
+  // In a network namespace of its own whose loopback is down, a connect to
+  // 127.0.0.1 fails with ENETUNREACH (no packet leaves the namespace). The
+  // link comes up 200 ms later, with a listener: connectTo must have kept
+  // retrying, as for a refused connection, until its deadline.
+  int p[2];
+  REQUIRE(pipe(p) == 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    char verdict = 'S';  // skipped: no namespace here
+    if (unshare(CLONE_NEWNET) == 0 && setLoopback(false)) {
+      Address a;
+      int fd = -1, lfd = -1;
+      bool parsed = Address::parse("127.0.0.1:" + std::to_string(freePort()), &a).isOk();
+      std::thread late([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        if (setLoopback(true)) net::listenOn(a, 4, &lfd, nullptr);
+      });
+      Status st = parsed ? net::connectTo(a, Deadline(5), &fd) : Status(WEFT_ERR_INTERNAL, "parse");
+      late.join();
+      verdict = st.isOk() ? 'P' : 'F';
+      if (!st.isOk()) fprintf(stderr, "connectTo: %s\n", st.message().c_str());
+      net::closeFd(&fd);
+      net::closeFd(&lfd);
+    }
+    ssize_t k = write(p[1], &verdict, 1);
+    _exit(k == 1 ? 0 : 1);
+  }
+  close(p[1]);
+  char verdict = 0;
+  ssize_t k = read(p[0], &verdict, 1);
+  close(p[0]);
+  int ws = 0;
+  waitpid(pid, &ws, 0);
+  REQUIRE(k == 1);
+  if (verdict == 'S')
+    WARN("cannot create a network namespace here (not root?): skipped");
+  else
+    CHECK(verdict == 'P');
 }
 
 TEST_CASE("host identity: stable - shared by forks - distinct per network namespace") {
