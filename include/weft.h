@@ -129,8 +129,9 @@ weft_result_t weft_get_unique_id(weft_unique_id_t *id);
 /* Joins communicator `id` as `rank` of `nranks`. Collective over all ranks;
  * blocks until every rank joined and connected, or the bootstrap timeout.
  * On success *comm is owned by the caller (weft_comm_destroy).
- * Errors: INVALID_ARGUMENT (NULL comm, nranks < 1, rank outside
- * [0, nranks), an id not made by weft_get_unique_id), TIMEOUT, REMOTE, SYSTEM. */
+ * Errors: INVALID_ARGUMENT (NULL comm, nranks < 1 or above 4194304 (2^22),
+ * rank outside [0, nranks), an id not made by weft_get_unique_id), TIMEOUT,
+ * REMOTE, SYSTEM. */
 weft_result_t weft_comm_init_rank(weft_comm_t *comm, int nranks, weft_unique_id_t id, int rank);
 
 /* Settings for one communicator, overriding the environment's (WEFT_*) for

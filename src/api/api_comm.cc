@@ -56,11 +56,19 @@ Status checkConfig(const weft_config_t* config) {
   return Status();
 }
 
+// At least 1, and at most kMaxRanks (bootstrap.h).
+Status checkNranks(int nranks) {
+  if (nranks < 1) return invalidArgument(strFormat("nranks is %d; it must be at least 1", nranks));
+  if (nranks > kMaxRanks)
+    return invalidArgument(strFormat("nranks is %d; weft's limit is %d ranks", nranks, kMaxRanks));
+  return Status();
+}
+
 Status initRank(weft_comm_t* comm, int nranks, const weft_unique_id_t& id, int rank,
                 const weft_config_t* config = nullptr) {
   if (!comm) return invalidArgument("comm (the output pointer) is NULL");
   WEFT_RETURN_IF_ERROR(checkConfig(config));
-  if (nranks < 1) return invalidArgument(strFormat("nranks is %d; it must be at least 1", nranks));
+  WEFT_RETURN_IF_ERROR(checkNranks(nranks));
   if (rank < 0 || rank >= nranks)
     return invalidArgument(strFormat("rank %d is outside [0, %d)", rank, nranks));
   UniqueIdData d;
@@ -175,9 +183,8 @@ weft_result_t weft_comm_set_timeout(weft_comm_t comm, double timeout_s) {
 
 weft_result_t weft_comm_init_all(weft_comm_t* comms, int nranks) {
   if (!comms) return setError(static_cast<Comm*>(nullptr), invalidArgument("comms is NULL"));
-  if (nranks < 1)
-    return setError(static_cast<Comm*>(nullptr),
-                    invalidArgument(strFormat("nranks is %d; it must be at least 1", nranks)));
+  if (Status bad = checkNranks(nranks); bad.isError())
+    return setError(static_cast<Comm*>(nullptr), bad);
   weft_unique_id_t id;
   logReconfigure();
   Status st = createUniqueId(Config::fromEnv(), &id);

@@ -24,6 +24,12 @@
 
 namespace weft {
 
+// The most ranks one communicator may have. A hello (or a caller) claiming
+// more is refused with a clear error; below it the root's tables grow with
+// the ranks that join, never with a claimed count, so a misconfigured
+// launcher cannot make the process holding the root allocate gigabytes.
+constexpr int kMaxRanks = 1 << 22;
+
 // The layout inside weft_unique_id_t (128 bytes).
 struct UniqueIdData {
   uint32_t magic;    // kUniqueIdMagic

@@ -16,8 +16,10 @@
 #include <cstring>
 #include <memory>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
+#include "bootstrap/bootstrap.h"
 #include "bootstrap/wire.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -95,7 +97,7 @@ class Root {
   uint64_t acceptPausedUntilNs_ = 0;
   int nranks_ = 0;  // learnt from the first valid hello
   int registered_ = 0;
-  std::vector<Conn*> byRank_;
+  std::unordered_map<int, Conn*> byRank_;  // the ranks in: grows as they join
   std::vector<std::unique_ptr<Conn>> conns_;
 };
 
@@ -105,11 +107,13 @@ std::string Root::validate(const RootHello& h) const {
   if (h.version != kWireVersion)
     return strFormat("wire version %u differs from %u", h.version, kWireVersion);
   if (h.nranks < 1) return strFormat("nranks %d is invalid", h.nranks);
+  if (h.nranks > kMaxRanks)
+    return strFormat("nranks %d exceeds weft's limit of %d ranks", h.nranks, kMaxRanks);
   if (nranks_ > 0 && h.nranks != nranks_)
     return strFormat("nranks %d differs from %d", h.nranks, nranks_);
   if (h.rank < 0 || h.rank >= h.nranks)
     return strFormat("rank %d out of range for %d ranks", h.rank, h.nranks);
-  if (nranks_ > 0 && byRank_[static_cast<size_t>(h.rank)] != nullptr)
+  if (byRank_.count(h.rank))
     return strFormat("duplicate rank %d", h.rank);
   net::Address a;
   if (!net::Address::unpack(h.addr, &a)) return "bad listen address";
@@ -209,12 +213,9 @@ void Root::readHello(Conn* c) {
       refuse(c, why, WEFT_ERR_INVALID_USAGE, authentic);
       return;
     }
-    if (nranks_ == 0) {
-      nranks_ = h.nranks;
-      byRank_.assign(static_cast<size_t>(nranks_), nullptr);
-    }
+    if (nranks_ == 0) nranks_ = h.nranks;
     c->rank = h.rank;
-    byRank_[static_cast<size_t>(h.rank)] = c;
+    byRank_[h.rank] = c;
     ++registered_;
     WEFT_INFO(kBootstrap, "bootstrap root at %s: rank %d of %d joined from %s (%d/%d)",
               where_.c_str(), h.rank, nranks_, c->peer.toString().c_str(), registered_, nranks_);
@@ -234,7 +235,7 @@ void Root::readRegistered(Conn* c) {
     WEFT_WARN(kBootstrap,
               "bootstrap root at %s: rank %d (%s) disconnected before all %d ranks joined",
               where_.c_str(), c->rank, c->peer.toString().c_str(), nranks_);
-    byRank_[static_cast<size_t>(c->rank)] = nullptr;
+    byRank_.erase(c->rank);
     --registered_;
     c->rank = -1;
     drop(c);
@@ -308,12 +309,13 @@ void Root::finish() {
     RootReply r{kRootReplyMagic, 0, static_cast<uint32_t>(nranks_),
                 static_cast<uint32_t>(nranks_ * net::Address::kPackedSize)};
     frame.assign(reinterpret_cast<const char*>(&r), sizeof r);
-    for (Conn* c : byRank_) frame.append(reinterpret_cast<const char*>(c->hello.addr),
-                                         net::Address::kPackedSize);
+    for (int i = 0; i < nranks_; ++i)
+      frame.append(reinterpret_cast<const char*>(byRank_.at(i)->hello.addr),
+                   net::Address::kPackedSize);
   } else if (nranks_ > 0) {
     std::vector<int> missing;
     for (int i = 0; i < nranks_; ++i)
-      if (!byRank_[static_cast<size_t>(i)]) missing.push_back(i);
+      if (!byRank_.count(i)) missing.push_back(i);
     std::string msg = strFormat("bootstrap: %s of %d did not join within %g s",
                                 rankList(missing.data(), missing.size()).c_str(), nranks_,
                                 timeoutS_);

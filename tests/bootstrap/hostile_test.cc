@@ -280,3 +280,50 @@ TEST_CASE("failures: a rank killed before an allgather") {
     CHECK(res.status[static_cast<size_t>(r)] == 0);
   }
 }
+
+namespace {
+
+// Resident memory of this process, KiB (/proc/self/status VmRSS).
+long rssKiB() {
+  FILE* f = fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  long kib = -1;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "VmRSS: %ld kB", &kib) == 1) break;
+  fclose(f);
+  return kib;
+}
+
+}  // namespace
+
+TEST_CASE("hostile: a hello claiming a huge nranks costs the root nothing") {
+  weft_unique_id_t id;
+  REQUIRE(createUniqueId(loConfig(3), &id).isOk());
+  const long before = rssKiB();
+  REQUIRE(before > 0);
+  // Beyond the limit (2^28 ranks; the root used to allocate 2 GiB for it):
+  // refused, with an error frame that names the limit.
+  int fd = rawConnect(rootOf(id));
+  REQUIRE(fd >= 0);
+  boot::RootHello h = helloFor(secretOf(id), 5, 1 << 28);
+  REQUIRE(net::sendAll(fd, &h, sizeof h, Deadline(2)).isOk());
+  boot::RootReply r{};
+  REQUIRE(net::recvAll(fd, &r, sizeof r, Deadline(5)).isOk());
+  std::string msg(r.payloadBytes, '\0');
+  REQUIRE(net::recvAll(fd, msg.data(), msg.size(), Deadline(5)).isOk());
+  CHECK(r.code == WEFT_ERR_INVALID_USAGE);
+  CHECK(contains(msg, "exceeds weft's limit"));
+  net::closeFd(&fd);
+  // At the limit, one rank joins: the root keeps what joined, not a table
+  // of kMaxRanks entries.
+  int fd2 = rawConnect(rootOf(id));
+  REQUIRE(fd2 >= 0);
+  boot::RootHello h2 = helloFor(secretOf(id), kMaxRanks - 1, kMaxRanks);
+  REQUIRE(net::sendAll(fd2, &h2, sizeof h2, Deadline(2)).isOk());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const long after = rssKiB();
+  INFO("RSS before " << before << " KiB, after " << after << " KiB");
+  CHECK(after - before < 16 * 1024);
+  net::closeFd(&fd2);
+}

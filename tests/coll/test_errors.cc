@@ -122,6 +122,9 @@ TEST_CASE("errors: bad communicator arguments", "[errors]") {
   weft_comm_t comm = nullptr;
   expectError(weft_comm_init_rank(&comm, 0, id, 0), WEFT_ERR_INVALID_ARGUMENT, nullptr, "nranks");
   expectError(weft_comm_init_rank(&comm, 2, id, 2), WEFT_ERR_INVALID_ARGUMENT, nullptr, "rank 2");
+  // A count no job has (a launcher's garbage): refused before any connection.
+  expectError(weft_comm_init_rank(&comm, 1 << 28, id, 0), WEFT_ERR_INVALID_ARGUMENT, nullptr,
+              "weft's limit is 4194304 ranks");
   expectError(weft_comm_init_rank(&comm, 2, id, -1), WEFT_ERR_INVALID_ARGUMENT, nullptr, "rank -1");
   expectError(weft_comm_init_rank(nullptr, 2, id, 0), WEFT_ERR_INVALID_ARGUMENT, nullptr, "NULL");
   weft_unique_id_t junk;
