@@ -269,3 +269,38 @@ TEST_CASE("failure: a rank that never joins times out naming it", "[failure][tim
   CHECK(msg.find("1") != std::string::npos);
   CHECK(secs < 10);
 }
+
+TEST_CASE("failure: a peer that aborts and lives on fails the others at once - naming it",
+          "[failure][abort]") {
+  // Rank 0's watchdog aborts its communicator while rank 1 waits in an
+  // allreduce for it; rank 0's process stays alive (its pid answers), so
+  // only what the abort tells the transport can end rank 1's wait before
+  // WEFT_TIMEOUT_S (30 s here).
+  for (const char* tp : {"WEFT_TRANSPORTS=shm", "WEFT_TRANSPORTS=tcp"}) {
+    INFO(tp);
+    std::string out = runProcesses(
+        2,
+        [](weft_comm_t c, int r, int) -> std::string {
+          float x = 1;
+          TRY_WEFT(weft_allreduce(&x, &x, 1, WEFT_FLOAT32, WEFT_SUM, c, nullptr));
+          if (r == 0) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            weft_comm_abort(c);
+            std::this_thread::sleep_for(std::chrono::seconds(8));  // alive, not in weft
+            return "#aborted";
+          }
+          auto t0 = std::chrono::steady_clock::now();
+          weft_result_t res = weft_allreduce(&x, &x, 1, WEFT_FLOAT32, WEFT_SUM, c, nullptr);
+          double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          std::string msg = weft_get_last_error(c);
+          weft_comm_abort(c);
+          if (res == WEFT_SUCCESS) return "succeeded without rank 0";
+          if (secs > 5) return "took " + std::to_string(secs) + " s: " + msg;
+          if (msg.find("rank 0") == std::string::npos) return "does not name rank 0: " + msg;
+          return "#ok";
+        },
+        {tp, "WEFT_SOCKET_IFNAME=lo", "WEFT_TIMEOUT_S=30"}, 90);
+    INFO(out);
+    CHECK(out.find("rank 1: #ok") != std::string::npos);
+  }
+}

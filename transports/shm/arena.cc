@@ -205,9 +205,10 @@ Status Arena::wait(uint64_t v, double timeoutS, const std::function<std::string(
     std::string behind;
     for (int r = 0; r < nranks_; ++r) {
       if ((only >= 0 && r != only) || seqOf(r, v) >= v) continue;
-      if (exited(r))
-        return Status(WEFT_ERR_REMOTE, strFormat("rank %d: %s: %s exited", rank_, what().c_str(),
-                                                 describe_[r].c_str()));
+      if (exited(r) || left(r))
+        return Status(WEFT_ERR_REMOTE,
+                      strFormat("rank %d: %s: %s %s", rank_, what().c_str(), describe_[r].c_str(),
+                                exited(r) ? "exited" : "ended its communicator (abort or destroy)"));
       behind += (behind.empty() ? "" : ", ") + describe_[r];
     }
     if (now >= end)

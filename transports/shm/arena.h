@@ -199,6 +199,8 @@ class Arena {
   }
   // Rank r's process has exited.
   bool exited(int r) const { return watches_[r] && watches_[r]->exited(); }
+  // Rank r ended its communicator (abort or destroy; its process may live on).
+  bool left(int r) const { return hdr_[r]->closed.load(std::memory_order_acquire) != 0; }
   const std::string& describe(int r) const { return describe_[r]; }
 
  private:

@@ -188,10 +188,20 @@ void ShmChannel::abort() {
   aborted_ = true;
   sends_.clear();
   recvs_.clear();
+  // The peer maps both FIFOs: it sees that this rank left (peerLeft).
+  for (Segment* s : {out_.get(), in_.get()})
+    if (s && s->header()) s->header()->closed.store(1, std::memory_order_release);
   // Names go now; the mappings when the channel is destroyed (another
   // thread may still look at them).
   out_->unlink();
   in_->unlink();
+}
+
+bool ShmChannel::peerLeft() const {
+  if (aborted_) return false;  // this side's own abort set the flags
+  for (const Segment* s : {out_.get(), in_.get()})
+    if (s && s->header() && s->header()->closed.load(std::memory_order_acquire)) return true;
+  return false;
 }
 
 }  // namespace shm

@@ -35,7 +35,11 @@ class ShmChannel {
   // with `st`, later posts return it. Returns `st`.
   Status fail(const Status& st);
   const Status& failed() const { return failed_; }
-  // Drops pending operations, unlinks both FIFOs; later posts fail.
+  // Whether the peer ended its communicator (abort, destroy): its abort()
+  // marks both FIFOs closed.
+  bool peerLeft() const;
+  // Drops pending operations, marks both FIFOs closed for the peer, unlinks
+  // them; later posts fail.
   void abort();
   // Rings the peer's doorbell (if it sleeps) after each publish.
   void setWaker(Arena* a) { waker_ = a; }

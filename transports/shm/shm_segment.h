@@ -29,7 +29,7 @@ namespace weft {
 namespace shm {
 
 constexpr uint32_t kSegMagic = 0x5753484d;  // "WSHM"
-constexpr uint32_t kSegVersion = 3;
+constexpr uint32_t kSegVersion = 4;
 constexpr size_t kCacheLine = 64;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shm FIFO needs lock-free atomics");
@@ -46,6 +46,10 @@ struct alignas(kCacheLine) FifoHeader {
   uint64_t slotStride;             // bytes from one slot to the next (header + payload, padded)
   std::atomic<uint32_t> attached;  // set by the sender once it mapped the segment
   std::atomic<uint32_t> broken;    // set by the receiver on a protocol error
+  // Rank blocks: set when the creator's communicator ends (abort, destroy),
+  // so that peers waiting for it fail at once instead of at WEFT_TIMEOUT_S
+  // (its process may live on: a watchdog's abort).
+  std::atomic<uint32_t> closed;
   // Where `probeValue` lies in the creator's address space: a peer that
   // reads it there with process_vm_readv and finds the value knows that it
   // may read the creator's memory (the arena's single-copy mode).

@@ -138,6 +138,9 @@ class ShmTransport : public Transport {
     if (!ch.failed().isOk()) return ch.failed();
     if (watches_[peer] && watches_[peer]->exited())
       return ch.fail(Status(WEFT_ERR_REMOTE, describe(peer) + " exited"));
+    if (ch.peerLeft())
+      return ch.fail(Status(WEFT_ERR_REMOTE,
+                            describe(peer) + " ended its communicator (abort or destroy)"));
     return Status::ok();
   }
 
@@ -145,6 +148,14 @@ class ShmTransport : public Transport {
   // until the transport is destroyed, since another thread of the comm may
   // still be sleeping on the arena's doorbell.
   void shutdown() override {
+    // Peers waiting for this rank learn it left (checkPeer, Arena::wait),
+    // whether or not its process lives on; their sleepers are woken to look.
+    if (myBlock_ && myBlock_->header()) {
+      myBlock_->header()->closed.store(1, std::memory_order_release);
+      if (arena_)
+        for (int r = 0; r < ctx_.nranks; ++r)
+          if (r != ctx_.rank) arena_->wakeIfSleeping(r);
+    }
     for (auto& ch : channels_)
       if (ch) ch->abort();
     for (auto& seg : incoming_)
