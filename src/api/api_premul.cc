@@ -9,16 +9,26 @@
 #include "kernels/cpu/reduce.h"
 
 namespace weft {
+namespace {
+
+// The live op of value `op` on `c`, or NULL. The caller holds c->mu.
+Comm::PremulOp* liveOp(Comm* c, int op) {
+  const size_t idx = static_cast<size_t>(op) - WEFT_NUM_OPS;
+  if (op < WEFT_NUM_OPS || idx >= c->premulOps.size() || !c->premulOps[idx].live) return nullptr;
+  return &c->premulOps[idx];
+}
+
+}  // namespace
 
 Status premulScalar(Comm* c, int op, int dtype, const char* name, unsigned char* out) {
   std::lock_guard<Mutex> lk(c->mu);
-  const size_t idx = static_cast<size_t>(op) - WEFT_NUM_OPS;
-  if (op < WEFT_NUM_OPS || idx >= c->premulOps.size() || !c->premulOps[idx].live)
+  const Comm::PremulOp* found = liveOp(c, op);
+  if (!found)
     return invalidArgument(strFormat(
         "%s: op %d is neither a weft_op_t nor an op made by weft_op_create_premul_sum on this "
         "communicator",
         name, op));
-  const Comm::PremulOp& p = c->premulOps[idx];
+  const Comm::PremulOp& p = *found;
   if (static_cast<int>(p.dtype) != dtype)
     return invalidArgument(strFormat("%s: op %d was made for datatype %s, not %s", name, op,
                                      datatypeName(p.dtype),
@@ -84,13 +94,13 @@ weft_result_t weft_op_destroy(weft_op_t op, weft_comm_t comm) {
   if (!c) return setError(static_cast<Comm*>(nullptr), st);
   const int v = static_cast<int>(op);
   std::lock_guard<Mutex> lk(c->mu);
-  const size_t idx = static_cast<size_t>(v) - WEFT_NUM_OPS;
-  if (v < WEFT_NUM_OPS || idx >= c->premulOps.size() || !c->premulOps[idx].live)
+  Comm::PremulOp* found = liveOp(c.get(), v);
+  if (!found)
     return setError(c.get(), invalidArgument(strFormat("weft_op_destroy: op %d was not made by "
                                                        "weft_op_create_premul_sum on this "
                                                        "communicator",
                                                        v)));
-  c->premulOps[idx] = Comm::PremulOp();
+  *found = Comm::PremulOp();
   return WEFT_SUCCESS;
 }
 
