@@ -39,6 +39,9 @@
 #include "core/status.h"
 
 namespace weft {
+namespace shm {
+class Arena;
+}
 
 enum class MemType : uint8_t { Host = 0, Cuda = 1 };
 
@@ -188,6 +191,10 @@ class Transport {
     (void)token;
     (void)maxUs;
   }
+  // Capabilities beyond messages, nullptr where the transport has none.
+  // The collective arena of one host (transports/shm/arena.h): set by shm
+  // when every rank of the communicator is on this host.
+  virtual shm::Arena* arena() { return nullptr; }
 };
 
 // Factories, one per transport folder.

@@ -14,6 +14,7 @@
 #include "kernels/cpu/reduce.h"
 #include "net/socket.h"
 #include "topo/nic_choice.h"
+#include "transports/shm/arena.h"
 
 namespace weft {
 namespace {
@@ -90,7 +91,7 @@ Status Comm::init(const weft_unique_id_t& id) {
   for (int p = 0; p < nranks_; ++p) eps[p] = eps_[p].get();
   for (auto& t : transports_) {
     all.push_back(t.get());
-    if (shm::Arena* a = shmArenaOf(t.get())) arena_ = a;
+    if (shm::Arena* a = t->arena()) arena_ = a;
     for (int p = 0; p < nranks_; ++p)
       if (transportNames_[p] == t->name()) owners[p] = t.get();
   }

@@ -22,7 +22,6 @@
 #include "exec/engine.h"
 #include "telemetry/telemetry.h"
 #include "topo/comm_topo.h"
-#include "transports/shm/arena.h"
 #include "transports/transport.h"
 #include "weft.h"
 

@@ -10,6 +10,7 @@
 
 #include "api/comm.h"
 #include "core/log.h"
+#include "transports/shm/arena.h"
 
 namespace weft {
 

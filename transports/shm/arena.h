@@ -233,9 +233,4 @@ class Arena {
 
 }  // namespace shm
 
-class Transport;
-// The arena of a shm transport (nullptr for another transport, or when not
-// every rank of the communicator is on this host).
-shm::Arena* shmArenaOf(Transport* t);
-
 }  // namespace weft

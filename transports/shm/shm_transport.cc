@@ -100,7 +100,7 @@ class ShmTransport : public Transport {
     return st;
   }
 
-  Arena* arena() { return arena_.get(); }
+  Arena* arena() override { return arena_.get(); }
 
   Arm armSleep(uint64_t* token) override {
     if (!arena_) return Arm::kNoDoorbell;
@@ -357,11 +357,6 @@ Status ShmTransport::waitHandshake(const std::vector<int>& peers,
 
 std::unique_ptr<Transport> makeShmTransport(const TransportContext& ctx) {
   return std::make_unique<shm::ShmTransport>(ctx);
-}
-
-shm::Arena* shmArenaOf(Transport* t) {
-  auto* s = dynamic_cast<shm::ShmTransport*>(t);
-  return s ? s->arena() : nullptr;
 }
 
 }  // namespace weft
