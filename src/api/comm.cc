@@ -293,7 +293,10 @@ Status Comm::runNow(const CollArgs& args, weft_datatype_t dt, const void* send, 
   std::unique_lock<Mutex> lk(mu);
   if (closed_) return Status(WEFT_ERR_ABORTED, "communicator was aborted");
   if (arena_ && !engine_->busy() && engine_->error().isOk() && chooseAlgo(args).algo == Algo::Shm) {
-    ArenaOp op(arena_, args, dt, send, recv, ++collSeq_);
+    Status ps;
+    const ArenaPlan* plan = arenaPlan(args, dt, &ps);
+    if (!plan) return ps;
+    ArenaOp op(arena_, *plan, args, dt, send, recv, ++collSeq_);
     telemetry::Telemetry* t = tel();
     telemetry::OpRecord* rec = t ? &openArenaRecord(args, dt, collSeq_, callNs) : nullptr;
     if (rec) op.setTelemetry(t, rec, shmTx_);
@@ -392,7 +395,15 @@ Status Comm::fillOp(Op& op, const CollArgs& args, weft_datatype_t dt, const void
   op.dtype = dt;
   op.seq = args.type != CollType::Send && args.type != CollType::Recv ? ++collSeq_ : 0;
   if (choice.algo == Algo::Shm) {
-    ArenaOp* ao = new ArenaOp(arena_, args, dt, send, recv, op.seq);
+    Status ps;
+    std::shared_ptr<const ArenaPlan> keep;
+    const ArenaPlan* plan = arenaPlan(args, dt, &ps, &keep);
+    if (!plan) {
+      --collSeq_;
+      return ps;
+    }
+    ArenaOp* ao = new ArenaOp(arena_, *plan, args, dt, send, recv, op.seq);
+    ao->keepPlan(std::move(keep));
     op.runner.reset(ao);
     op.sched.algorithm = "shm";
     if (tel()) ao->setTelemetry(tel(), &op.rec, shmTx_);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "algo/algo_rules.h"
+#include "algo/arena_plan.h"
 #include "algo/select.h"
 #include "bootstrap/bootstrap.h"
 #include "core/mutex.h"
@@ -128,6 +129,10 @@ class Comm {
   // The arena's single-copy mode: on only if every rank may read every
   // other's memory and wants it (collective over the bootstrap; comm_arena.cc).
   Status agreeOnSingleCopy();
+  // This rank's arena plan for `args` (algo Shm), from the shape cache, or
+  // nullptr with *st set when it cannot be built.
+  const ArenaPlan* arenaPlan(const CollArgs& args, weft_datatype_t dt, Status* st,
+                             std::shared_ptr<const ArenaPlan>* keep = nullptr);
   // The device path at init (comm_device.cc): this rank's offer, published
   // with the transports' addresses; the connection when all offered; the
   // hand-over to the engine.
@@ -186,6 +191,7 @@ class Comm {
     Algo algo = Algo::Auto;
     size_t chunk = 0;
     std::shared_ptr<const Schedule> sched;
+    std::shared_ptr<const ArenaPlan> plan;  // algo Shm: the arena plan instead
     uint64_t tag0 = 0;  // opTag with sequence number 0
     size_t sendLen = 0, recvLen = 0;
     telemetry::OpRecord rec;  // what the op is (describeRecord), with telemetry

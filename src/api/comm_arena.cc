@@ -10,6 +10,7 @@
 
 #include "api/comm.h"
 #include "core/log.h"
+#include "exec/arena_op.h"
 #include "transports/shm/arena.h"
 
 namespace weft {
@@ -40,6 +41,26 @@ Status Comm::agreeOnSingleCopy() {
                                   : "off (WEFT_SHM_DIRECT_MIN=0)",
               agreed && limited ? ", large allgathers only (more ranks than cores)" : "");
   return Status();
+}
+
+const ArenaPlan* Comm::arenaPlan(const CollArgs& args, weft_datatype_t dt, Status* st,
+                                 std::shared_ptr<const ArenaPlan>* keep) {
+  // Plans depend on the call's shape and the arena's figures, fixed after
+  // init: kept in the shape cache as schedules are (Comm::fillOp).
+  const ShapeEntry* e = cachedShape(args, dt, Algo::Shm, 0);
+  if (!e) {
+    ShapeEntry n;
+    n.args = args;
+    n.dt = dt;
+    n.algo = Algo::Shm;
+    auto plan = std::make_shared<ArenaPlan>();
+    *st = buildArenaPlan(args, arenaShapeOf(*arena_), plan.get());
+    if (st->isError()) return nullptr;
+    n.plan = std::move(plan);
+    e = &cacheShape(std::move(n));
+  }
+  if (keep) *keep = e->plan;
+  return e->plan.get();
 }
 
 }  // namespace weft

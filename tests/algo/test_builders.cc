@@ -7,13 +7,11 @@
 #include <random>
 
 #include "algo/schedule.h"
+#include "algo/case_buffers.h"
 #include "algo/reference.h"
 #include "algo/simulator.h"
 
 using namespace weft;
-using wref::combine;
-using wref::reduced;
-using wref::value;
 
 namespace {
 
@@ -45,66 +43,13 @@ void runCase(const Case& c, uint64_t seed) {
   a.root = c.root;
   a.inPlace = c.inPlace;
   const int n = c.n;
-  const size_t E = c.count;
-  std::vector<sim::RankBuffers> bufs(n);
-  const int32_t poison = 0x5A5A5A5A;
-  for (int r = 0; r < n; ++r) {
-    bufs[r].send.resize(sendBytes(a, n, r));
-    bufs[r].recv.resize(c.inPlace && c.type == CollType::ReduceScatter ? sendBytes(a, n, r)
-                                                                        : recvBytes(a, n, r));
-    int32_t* rv = reinterpret_cast<int32_t*>(bufs[r].recv.data());
-    for (size_t i = 0; i < bufs[r].recv.size() / 4; ++i) rv[i] = poison;
-    // The input, in the send buffer or (in place) where the API puts it.
-    int32_t* in = reinterpret_cast<int32_t*>(bufs[r].send.data());
-    size_t inCount = bufs[r].send.size() / 4;
-    if (c.inPlace) {
-      in = rv;
-      inCount = bufs[r].recv.size() / 4;
-      if (c.type == CollType::AllGather) {
-        in = rv + r * E;
-        inCount = E;
-      }
-    }
-    for (size_t i = 0; i < inCount; ++i) in[i] = value(r, i, seed);
-  }
+  std::vector<sim::RankBuffers> bufs = wref::makeBuffers(a, n, seed);
   sim::SimResult res = sim::run(a, WEFT_INT32, n, c.chunk, c.slots, &bufs, seed);
   INFO(res.error);
   REQUIRE(res.ok);
-  for (int r = 0; r < n; ++r) {
-    const int32_t* out = reinterpret_cast<const int32_t*>(bufs[r].recv.data());
-    if (c.inPlace && c.type == CollType::ReduceScatter) out += r * E;
-    size_t bad = 0, first = 0;
-    auto check = [&](size_t i, int32_t want) {
-      if (out[i] != want && bad++ == 0) first = i;
-    };
-    switch (c.type) {
-      case CollType::AllReduce:
-        for (size_t i = 0; i < E; ++i) check(i, reduced(c.op, n, i, seed));
-        break;
-      case CollType::ReduceScatter:
-        for (size_t i = 0; i < E; ++i) check(i, reduced(c.op, n, r * E + i, seed));
-        break;
-      case CollType::AllGather:
-        for (int q = 0; q < n; ++q)
-          for (size_t i = 0; i < E; ++i) check(q * E + i, value(q, i, seed));
-        break;
-      case CollType::Broadcast:
-        for (size_t i = 0; i < E; ++i) check(i, value(c.root, i, seed));
-        break;
-      case CollType::Reduce:
-        for (size_t i = 0; i < E; ++i)
-          check(i, r == c.root ? reduced(c.op, n, i, seed)
-                               : (c.inPlace ? value(r, i, seed) : poison));
-        break;
-      case CollType::AllToAll:
-        for (int q = 0; q < n; ++q)
-          for (size_t i = 0; i < E; ++i) check(q * E + i, value(q, r * E + i, seed));
-        break;
-      default: break;
-    }
-    INFO("rank " << r << " first bad element " << first);
-    REQUIRE(bad == 0);
-  }
+  const std::string bad = wref::checkBuffers(a, n, seed, bufs);
+  INFO(bad);
+  REQUIRE(bad.empty());
 }
 
 }  // namespace
