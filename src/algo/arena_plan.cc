@@ -1,9 +1,10 @@
 // The arena plan's shape: which mode a collective runs in, how many bytes
 // a round covers and how many rounds there are, and who waits for what.
 // The actions of each round are arena_rounds.cc's.
+#include "algo/arena_plan.h"
+
 #include <algorithm>
 
-#include "algo/arena_plan.h"
 #include "algo/arena_rounds.h"
 
 namespace weft {
@@ -87,8 +88,8 @@ Status buildArenaPlan(const CollArgs& args, const ArenaShape& s, ArenaPlan* out)
     p.step = p.total;
   }
   if (p.total && !p.step)
-    return invalidUsage(strFormat("arena plan: %d ranks do not fit an arena chunk of %zu bytes",
-                                  n, s.chunk));
+    return invalidUsage(
+        strFormat("arena plan: %d ranks do not fit an arena chunk of %zu bytes", n, s.chunk));
   if (args.type == CollType::Barrier)
     p.rounds = 1;
   else

@@ -52,10 +52,10 @@ namespace weft {
 struct ArenaShape {
   int rank = 0;
   int nranks = 1;
-  size_t chunk = 0;          // bytes of each staging buffer
-  size_t ringPayload = 0;    // bytes of data a broadcast ring slot holds
-  size_t inlineBytes = 16;   // bytes of data beside the flag (one-shot)
-  size_t directMin = 0;      // single copy for blocks of at least this (0: never)
+  size_t chunk = 0;            // bytes of each staging buffer
+  size_t ringPayload = 0;      // bytes of data a broadcast ring slot holds
+  size_t inlineBytes = 16;     // bytes of data beside the flag (one-shot)
+  size_t directMin = 0;        // single copy for blocks of at least this (0: never)
   bool directLimited = false;  // ranks share cores: single copy for large allgathers only
 };
 
@@ -87,8 +87,8 @@ enum class ArenaActKind : uint8_t {
 
 struct ArenaAct {
   ArenaActKind kind = ArenaActKind::Copy;
-  bool stream = false;  // a large output: non-temporal stores
-  ArenaLoc dst, src;    // src: Copy and Read
+  bool stream = false;                  // a large output: non-temporal stores
+  ArenaLoc dst, src;                    // src: Copy and Read
   uint32_t srcBegin = 0, srcCount = 0;  // Reduce: into ArenaPlan::srcs
   size_t bytes = 0;
 };
@@ -111,11 +111,11 @@ struct ArenaPlan {
     Direct,  // single copy: readers copy from the owners' user buffers
   };
   Mode mode = Mode::Staged;
-  size_t total = 0;   // bytes the rounds cover
-  size_t step = 0;    // bytes per round
-  size_t rounds = 0;  // 0: nothing to do (an empty collective)
-  bool waitB = true;     // B waits for flags (a broadcast root's does not)
-  int waitOnly = -1;     // B waits for this rank alone (ring readers: the root)
+  size_t total = 0;       // bytes the rounds cover
+  size_t step = 0;        // bytes per round
+  size_t rounds = 0;      // 0: nothing to do (an empty collective)
+  bool waitB = true;      // B waits for flags (a broadcast root's does not)
+  int waitOnly = -1;      // B waits for this rank alone (ring readers: the root)
   bool publishB = false;  // some rank runs C, so every rank publishes B
   bool runC = false;      // this rank runs C
   bool reduces = false;   // B reduces (telemetry's span kind)

@@ -19,9 +19,9 @@
 //   barrier: one round without data.
 //   single copy (broadcast, allgather, alltoall): nothing staged; B reads
 //     the owners' user buffers in place.
-#include <algorithm>
-
 #include "algo/arena_rounds.h"
+
+#include <algorithm>
 
 namespace weft {
 namespace {
@@ -119,7 +119,8 @@ void reduceRound(const RoundContext& rc, size_t len, ArenaPlan* p, ArenaRound* r
     w.copy(Writer::at(sp, me, 0), Writer::send(0), len);
     r->staged = len;
     w.phase(&r->b);
-    w.reduce(Writer::recv(0), [&](int q) { return Writer::at(sp, q, 0); }, len);
+    w.reduce(
+        Writer::recv(0), [&](int q) { return Writer::at(sp, q, 0); }, len);
     w.phase(&r->c);
     return;
   }
@@ -223,7 +224,7 @@ void blocksRound(const RoundContext& rc, size_t len, ArenaPlan* p, ArenaRound* r
     for (int q = 0; q < n; ++q) {
       const size_t from = a.type == CollType::AllGather ? 0 : mine * step;
       const ArenaLoc src = q != me ? Writer::stage(q, from)
-                           : Writer::send(a.type == CollType::AllGather ? 0 : mine * total);
+                                   : Writer::send(a.type == CollType::AllGather ? 0 : mine * total);
       w.copy(Writer::recv(static_cast<size_t>(q) * total), src, len, true);
     }
   }

@@ -32,8 +32,8 @@ class Comm {
  public:
   // Joins the communicator of `id` (collective over all ranks).
   // `config` (may be NULL, already checked) overrides the environment's.
-  static Status create(const weft_unique_id_t& id, int nranks, int rank,
-                       std::shared_ptr<Comm>* out, const weft_config_t* config = nullptr);
+  static Status create(const weft_unique_id_t& id, int nranks, int rank, std::shared_ptr<Comm>* out,
+                       const weft_config_t* config = nullptr);
   ~Comm();
 
   int rank() const { return rank_; }
@@ -192,7 +192,7 @@ class Comm {
     size_t chunk = 0;
     std::shared_ptr<const Schedule> sched;
     std::shared_ptr<const ArenaPlan> plan;  // algo Shm: the arena plan instead
-    uint64_t tag0 = 0;  // opTag with sequence number 0
+    uint64_t tag0 = 0;                      // opTag with sequence number 0
     size_t sendLen = 0, recvLen = 0;
     telemetry::OpRecord rec;  // what the op is (describeRecord), with telemetry
   };

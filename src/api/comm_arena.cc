@@ -5,7 +5,7 @@
 // failed: all ranks must run the same protocol.
 //
 // With more ranks than cores, single copy is limited to large allgathers
-// (src/exec/arena_op.cc says why), unless WEFT_SHM_DIRECT_MIN is set.
+// (src/algo/arena_plan.cc says why), unless WEFT_SHM_DIRECT_MIN is set.
 #include <algorithm>
 
 #include "api/comm.h"

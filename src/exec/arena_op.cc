@@ -44,8 +44,8 @@ ArenaShape arenaShapeOf(const shm::Arena& arena) {
   return s;
 }
 
-ArenaOp::ArenaOp(shm::Arena* arena, const ArenaPlan& plan, const CollArgs& args,
-                 weft_datatype_t dt, const void* send, void* recv, uint64_t seq)
+ArenaOp::ArenaOp(shm::Arena* arena, const ArenaPlan& plan, const CollArgs& args, weft_datatype_t dt,
+                 const void* send, void* recv, uint64_t seq)
     : arena_(arena),
       plan_(plan),
       args_(args),
@@ -112,8 +112,8 @@ Status ArenaOp::act(const ArenaPhase& ph, uint64_t g) {
         break;
       case ArenaActKind::Read:
         WEFT_RETURN_IF_ERROR(arena_->readFrom(
-            a->src.rank, arena_->addr(a->src.rank, static_cast<int>(g & 1)) + lo_ + a->src.off,
-            dst, a->bytes));
+            a->src.rank, arena_->addr(a->src.rank, static_cast<int>(g & 1)) + lo_ + a->src.off, dst,
+            a->bytes));
         break;
     }
   }
@@ -191,8 +191,7 @@ bool ArenaOp::progress(Status* st, bool* moved) {
     if (stage_ == 1) {
       // A ring reader may go as soon as the root's slot names this round
       // (one cache line when the root is ahead); else it waits for the flag.
-      if (plan_.waitB && !ringReady(g) &&
-          !arena_->reached(arenaFlagA(g), nullptr, plan_.waitOnly))
+      if (plan_.waitB && !ringReady(g) && !arena_->reached(arenaFlagA(g), nullptr, plan_.waitOnly))
         return false;
       const uint64_t t0 = timed_ ? nowNs() : 0;
       if (timed_ && !rec_->firstByteNs) rec_->firstByteNs = t0;

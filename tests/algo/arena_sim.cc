@@ -161,8 +161,9 @@ class Machine {
   }
   bool publish(int r, uint64_t v, std::string* err) {
     uint64_t& line = mem_[r].seq[lineOf(v)];
-    if (line >= v) return fail(err, "rank %d publishes %llu over %llu", r, (unsigned long long)v,
-                               (unsigned long long)line);
+    if (line >= v)
+      return fail(err, "rank %d publishes %llu over %llu", r, (unsigned long long)v,
+                  (unsigned long long)line);
     line = v;
     return true;
   }
@@ -254,7 +255,8 @@ class Machine {
           return fail(err,
                       "op %zu round %llu: rank %d reads byte %zu of rank %d's %s written in round "
                       "%llu",
-                      k, (unsigned long long)g, r, i, p.owner, p.what, (unsigned long long)p.tag[i]);
+                      k, (unsigned long long)g, r, i, p.owner, p.what,
+                      (unsigned long long)p.tag[i]);
     return true;
   }
 

@@ -16,14 +16,14 @@ constexpr int32_t kPoison = 0x5A5A5A5A;
 
 // Every rank's buffers for `a` (eltSize 4), inputs from value(rank, i, seed).
 inline std::vector<weft::sim::RankBuffers> makeBuffers(const weft::CollArgs& a, int n,
-                                                        uint64_t seed) {
+                                                       uint64_t seed) {
   using weft::CollType;
   std::vector<weft::sim::RankBuffers> bufs(n);
   const size_t E = a.count;
   for (int r = 0; r < n; ++r) {
     bufs[r].send.resize(weft::sendBytes(a, n, r));
     bufs[r].recv.resize(a.inPlace && a.type == CollType::ReduceScatter ? weft::sendBytes(a, n, r)
-                                                                        : weft::recvBytes(a, n, r));
+                                                                       : weft::recvBytes(a, n, r));
     int32_t* rv = reinterpret_cast<int32_t*>(bufs[r].recv.data());
     for (size_t i = 0; i < bufs[r].recv.size() / 4; ++i) rv[i] = kPoison;
     // The input, in the send buffer or (in place) where the API puts it.
@@ -76,7 +76,8 @@ inline std::string checkBuffers(const weft::CollArgs& a, int n, uint64_t seed,
         break;
       case CollType::Reduce:
         for (size_t i = 0; i < E; ++i)
-          check(i, r == a.root ? reduced(a.op, n, i, seed) : (a.inPlace ? value(r, i, seed) : kPoison));
+          check(i, r == a.root ? reduced(a.op, n, i, seed)
+                               : (a.inPlace ? value(r, i, seed) : kPoison));
         break;
       case CollType::AllToAll:
         for (int q = 0; q < n; ++q)
@@ -87,8 +88,8 @@ inline std::string checkBuffers(const weft::CollArgs& a, int n, uint64_t seed,
     }
     if (bad)
       return "rank " + std::to_string(r) + ": " + std::to_string(bad) + " bad elements, first " +
-             std::to_string(first) + " (" + std::to_string(got) + ", want " + std::to_string(want0) +
-             ")";
+             std::to_string(first) + " (" + std::to_string(got) + ", want " +
+             std::to_string(want0) + ")";
   }
   return "";
 }

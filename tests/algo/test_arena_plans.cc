@@ -4,7 +4,6 @@
 // or hundreds, alone and back to back; checked against the reference, and
 // against the arena's rules byte by byte.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -29,16 +28,16 @@ ArenaShape shapeOf(int n, size_t chunk, size_t directMin = 0, bool limited = fal
 }
 
 std::string describe(const CollArgs& a, const ArenaShape& s) {
-  return describeOp(a, WEFT_INT32, 0) + strFormat(" n=%d chunk=%zu direct=%zu%s%s root=%d",
-                                                  s.nranks, s.chunk, s.directMin,
-                                                  s.directLimited ? " limited" : "",
-                                                  a.inPlace ? " in place" : "", a.root);
+  return describeOp(a, WEFT_INT32, 0) +
+         strFormat(" n=%d chunk=%zu direct=%zu%s%s root=%d", s.nranks, s.chunk, s.directMin,
+                   s.directLimited ? " limited" : "", a.inPlace ? " in place" : "", a.root);
 }
 
 // Runs `ops` back to back and checks every op's result on every rank.
 void runOps(const std::vector<CollArgs>& ops, const ArenaShape& s, uint64_t seed) {
   std::vector<std::vector<sim::RankBuffers>> bufs;
-  for (size_t k = 0; k < ops.size(); ++k) bufs.push_back(wref::makeBuffers(ops[k], s.nranks, seed + k));
+  for (size_t k = 0; k < ops.size(); ++k)
+    bufs.push_back(wref::makeBuffers(ops[k], s.nranks, seed + k));
   sim::ArenaSimResult res = sim::runArena(ops, WEFT_INT32, s, &bufs, seed);
   INFO(res.error);
   REQUIRE(res.ok);
@@ -49,7 +48,8 @@ void runOps(const std::vector<CollArgs>& ops, const ArenaShape& s, uint64_t seed
   }
 }
 
-CollArgs args(CollType t, size_t count, weft_op_t op = WEFT_SUM, int root = 0, bool inPlace = false) {
+CollArgs args(CollType t, size_t count, weft_op_t op = WEFT_SUM, int root = 0,
+              bool inPlace = false) {
   CollArgs a;
   a.type = t;
   a.count = count;
@@ -174,7 +174,8 @@ TEST_CASE("arena plans: allreduce is bitwise identical on every rank", "[algo][a
         bufs[0][r].recv.resize(count * 4);
         float* f = reinterpret_cast<float*>(bufs[0][r].send.data());
         for (size_t i = 0; i < count; ++i)
-          f[i] = std::ldexp(static_cast<float>(rng() % 2000) - 1000.f, static_cast<int>(rng() % 60) - 30);
+          f[i] = std::ldexp(static_cast<float>(rng() % 2000) - 1000.f,
+                            static_cast<int>(rng() % 60) - 30);
       }
       sim::ArenaSimResult res = sim::runArena({a}, WEFT_FLOAT32, s, &bufs, rng());
       INFO(res.error);
@@ -186,7 +187,8 @@ TEST_CASE("arena plans: allreduce is bitwise identical on every rank", "[algo][a
       size_t bad = 0;
       for (size_t i = 0; i < count; ++i) {
         float acc = reinterpret_cast<const float*>(bufs[0][0].send.data())[i];
-        for (int r = 1; r < n; ++r) acc += reinterpret_cast<const float*>(bufs[0][r].send.data())[i];
+        for (int r = 1; r < n; ++r)
+          acc += reinterpret_cast<const float*>(bufs[0][r].send.data())[i];
         if (memcmp(&acc, &out[i], 4) != 0) ++bad;
       }
       CHECK(bad == 0);

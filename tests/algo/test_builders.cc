@@ -2,13 +2,12 @@
 // many counts, chunk sizes and slot counts, in and out of place, checked
 // element by element against a reference computed here.
 #include <catch2/catch.hpp>
-
 #include <cstring>
 #include <random>
 
-#include "algo/schedule.h"
 #include "algo/case_buffers.h"
 #include "algo/reference.h"
+#include "algo/schedule.h"
 #include "algo/simulator.h"
 
 using namespace weft;
@@ -27,10 +26,10 @@ struct Case {
 };
 
 std::string describe(const Case& c) {
-  return std::string(collName(c.type)) + " n=" + std::to_string(c.n) + " count=" +
-         std::to_string(c.count) + " chunk=" + std::to_string(c.chunk) + " slots=" +
-         std::to_string(c.slots) + (c.inPlace ? " in-place" : " out-of-place") + " op=" +
-         std::to_string(c.op) + " root=" + std::to_string(c.root);
+  return std::string(collName(c.type)) + " n=" + std::to_string(c.n) +
+         " count=" + std::to_string(c.count) + " chunk=" + std::to_string(c.chunk) +
+         " slots=" + std::to_string(c.slots) + (c.inPlace ? " in-place" : " out-of-place") +
+         " op=" + std::to_string(c.op) + " root=" + std::to_string(c.root);
 }
 
 void runCase(const Case& c, uint64_t seed) {
@@ -57,7 +56,7 @@ void runCase(const Case& c, uint64_t seed) {
 TEST_CASE("builders: every collective for nranks 1..33 in the simulator", "[algo][sim]") {
   std::mt19937_64 rng(12345);
   const CollType types[] = {CollType::AllReduce, CollType::ReduceScatter, CollType::AllGather,
-                            CollType::Broadcast, CollType::Reduce, CollType::AllToAll};
+                            CollType::Broadcast, CollType::Reduce,        CollType::AllToAll};
   const weft_op_t ops[] = {WEFT_SUM, WEFT_PROD, WEFT_MAX, WEFT_MIN, WEFT_AVG};
   int cases = 0;
   for (int n = 1; n <= 33; n += (n < 9 ? 1 : 4)) {

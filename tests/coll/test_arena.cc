@@ -55,7 +55,7 @@ TEST_CASE("arena: AVG and PROD over many rounds - threads", "[coll][arena][threa
 
 TEST_CASE("arena: more than 16 ranks - one-shot and staged rounds", "[coll][arena][threads]") {
   // Above 16 ranks the one-shot reduction takes its source list from the
-  // heap (ArenaOp::runOneShot, phaseB).
+  // heap (ArenaOp::act).
   std::string err = runThreads(17, [](weft_comm_t c, int r, int n) {
     for (Coll coll : {Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather, Coll::Broadcast})
       for (size_t count : {size_t(2), size_t(300)})
@@ -128,7 +128,7 @@ TEST_CASE("arena: different counts are a mismatch too", "[coll][arena][mismatch]
 
 TEST_CASE("arena: tiny allreduces (data in the flag's line) check counts too",
           "[coll][arena][mismatch]") {
-  // 8 and 12 bytes both take the inline path of ArenaOp::runOneShot.
+  // 8 and 12 bytes both take the inline mode (ArenaPlan::Mode::Inline).
   std::string out = runThreads(3, [](weft_comm_t c, int r, int) -> std::string {
     float v[3] = {1, 2, 3}, before[3] = {1, 2, 3};
     weft_result_t res = weft_allreduce(v, v, r == 1 ? 3 : 2, WEFT_FLOAT32, WEFT_SUM, c, nullptr);

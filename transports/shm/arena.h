@@ -2,10 +2,10 @@
 // on this host, each rank creates a rank block (shm_segment.h) and maps every
 // other rank's: a phase flag, a descriptor, a futex doorbell and four staging
 // buffers of `chunk` bytes. Collectives then run in rounds without messages
-// (src/exec/arena_op.h): a rank writes its staging buffers, publishes its
-// flag, and reads the other ranks' buffers in place. That is one copy in and
-// one copy out per byte, with the reduction fused into reading, and a few
-// cache-line transfers of synchronization per round.
+// (src/algo/arena_plan.h, run by src/exec/arena_op.cc): a rank writes its staging buffers,
+// publishes its flag, and reads the other ranks' buffers in place. That is one copy in and one copy
+// out per byte, with the reduction fused into reading, and a few cache-line transfers of
+// synchronization per round.
 //
 // Flags: a rank publishes the phases it finishes, numbered in one sequence.
 // Every rank runs the same phase sequence (the communicator's collectives in
@@ -53,12 +53,11 @@ class Arena {
   // in slot g % kRingSlots of the root's ring instead of its staging buffer
   // of parity g % 2, each slot with the root's descriptor and stamp in its
   // first line. The root may then run up to kRingSlots rounds ahead of the
-  // readers (src/exec/arena_op.h) where the parity buffers allow one. 64:
+  // readers (src/algo/arena_plan.h) where the parity buffers allow one. 64:
   // with more ranks than cores, a rank runs until the ring is full or empty
-  // before its core goes to a sibling, and with 16 slots those switches
-  // were most of a small broadcast's time (4 ranks on 2 cores, 4-64 B:
-  // 0.41-0.42 us with 16 slots, 0.24-0.33 with 64; Open MPI's vader
-  // 0.23-0.34). 64 slots of at least 64 bytes fit the smallest chunk (4 KiB).
+  // before its core goes to a sibling, and with fewer slots those switches
+  // dominate (docs/performance.md, "The shm arena"). 64 slots of at least
+  // 64 bytes fit the smallest chunk (4 KiB).
   static constexpr int kRingSlots = 64;
   // Up to kRingInline bytes of data ride in the header line itself, so that
   // a reader of a tiny broadcast fetches one line.
@@ -144,7 +143,7 @@ class Arena {
   // communicator agrees on the result and sets directMin: broadcasts and
   // allgathers of at least that many bytes then run single-copy (0: never).
   // `limited`: the ranks share cores, where only large allgathers measured
-  // faster single-copy (src/exec/arena_op.cc).
+  // faster single-copy (src/algo/arena_plan.cc).
   bool probeDirect() const;
   void setDirectMin(size_t bytes, bool limited) {
     directMin_ = bytes;
