@@ -286,39 +286,49 @@ const Choice& Comm::chooseAlgoSlow(const CollArgs& args) {
   return c.choice;
 }
 
+Comm::RunPath Comm::runPathOf(const CollArgs& args) {
+  // Anything in flight (or a sticky error): behind it, in issue order.
+  if (engine_->busy() || engine_->error().isError()) return RunPath::Queued;
+  const Choice& choice = chooseAlgo(args);
+  // chooseAlgo answers Shm only where the arena is up.
+  if (choice.algo == Algo::Shm) return RunPath::Arena;
+  // Small ones only, since the lock is held throughout (a watchdog's
+  // asyncError() answers "in progress" meanwhile). Not a send or receive:
+  // threads may block on those in either order, and one waiting must not
+  // keep the other from posting.
+  if (engine_->canRunAlone() && args.type != CollType::Send && args.type != CollType::Recv &&
+      args.count * args.eltSize <= kAloneMaxBytes)
+    return RunPath::Alone;
+  return RunPath::Queued;
+}
+
 Status Comm::runNow(const CollArgs& args, weft_datatype_t dt, const void* send, void* recv,
                     uint64_t callNs) {
-  // One lock from the arena check to the first progress round: a small
+  // One lock from the choice to the first progress round: a small
   // collective took it three times.
   std::unique_lock<Mutex> lk(mu);
   if (closed_) return Status(WEFT_ERR_ABORTED, "communicator was aborted");
-  if (arena_ && !engine_->busy() && engine_->error().isOk() && chooseAlgo(args).algo == Algo::Shm) {
-    Status ps;
-    const ArenaPlan* plan = arenaPlan(args, dt, &ps);
-    if (!plan) return ps;
-    ArenaOp op(arena_, *plan, args, dt, send, recv, ++collSeq_);
-    telemetry::Telemetry* t = tel();
-    telemetry::OpRecord* rec = t ? &openArenaRecord(args, dt, collSeq_, callNs) : nullptr;
-    if (rec) op.setTelemetry(t, rec, shmTx_);
-    Status st = op.run(cfg_.timeoutS, &aborting_);
-    if (rec) t->end(*rec, st.code(), nowNs());
-    if (st.isError()) engine_->fail(st);
-    return st;
-  }
-  // Nothing else in flight: the op runs to its end on this thread, holding
-  // the lock, without the engine's queue (Engine::runAlone). Small ones
-  // only, since the lock is held throughout (a watchdog's asyncError()
-  // answers "in progress" meanwhile). Not a send or receive: threads may
-  // block on those in either order, and one waiting must not keep the
-  // other from posting.
-  if (engine_->canRunAlone() && args.type != CollType::Send && args.type != CollType::Recv &&
-      args.count * args.eltSize <= kAloneMaxBytes) {
-    const Choice& choice = chooseAlgo(args);
-    if (choice.algo != Algo::Shm) {
+  switch (runPathOf(args)) {
+    case RunPath::Arena: {
+      Status ps;
+      const ArenaPlan* plan = arenaPlan(args, dt, &ps);
+      if (!plan) return ps;
+      ArenaOp op(arena_, *plan, args, dt, send, recv, ++collSeq_);
+      telemetry::Telemetry* t = tel();
+      telemetry::OpRecord* rec = t ? &openArenaRecord(args, dt, collSeq_, callNs) : nullptr;
+      if (rec) op.setTelemetry(t, rec, shmTx_);
+      Status st = op.run(cfg_.timeoutS, &aborting_);
+      if (rec) t->end(*rec, st.code(), nowNs());
+      if (st.isError()) engine_->fail(st);
+      return st;
+    }
+    case RunPath::Alone: {
       Op& op = engine_->aloneOp();
-      WEFT_RETURN_IF_ERROR(fillOp(op, args, dt, send, recv, choice, false, callNs));
+      WEFT_RETURN_IF_ERROR(fillOp(op, args, dt, send, recv, chooseAlgo(args), false, callNs));
       return engine_->runAlone(op, aborting_);
     }
+    case RunPath::Queued:
+      break;
   }
   // The last blocking call's tracker, unless something still holds it
   // (the engine lets go when the op finishes).

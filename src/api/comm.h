@@ -51,10 +51,8 @@ class Comm {
   Status enqueue(const CollArgs& args, weft_datatype_t dt, const void* send, void* recv,
                  const std::shared_ptr<OpTracker>& tracker, bool stageSend = false,
                  uint64_t callNs = 0);
-  // Runs one collective outside a group and waits for it: inline on the
-  // shm arena when that is the chosen algorithm and nothing else is
-  // pending; else, with nothing pending, straight through on this thread
-  // (Engine::runAlone); else through the engine's queue.
+  // Runs one collective outside a group and waits for it, on the path
+  // runPathOf chooses.
   Status runNow(const CollArgs& args, weft_datatype_t dt, const void* send, void* recv,
                 uint64_t callNs = 0);
   // One engine step under the lock; true when anything moved.
@@ -104,6 +102,12 @@ class Comm {
   std::shared_ptr<OpTracker> nowTracker_;  // reused by runNow (under mu)
   Comm() = default;
   Status init(const weft_unique_id_t& id);
+  // How runNow runs a call (under mu): Arena, inline on the shm arena on
+  // this thread (the chosen algorithm, nothing else pending); Alone,
+  // straight through on this thread (Engine::runAlone: nothing pending, a
+  // small collective); Queued, through the engine's queue, waited for.
+  enum class RunPath { Arena, Alone, Queued };
+  RunPath runPathOf(const CollArgs& args);
   Status exchangePeerInfo();
   Status setUpTransports();
   void logInit() const;
