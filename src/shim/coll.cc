@@ -95,6 +95,48 @@ struct FirstError {
   }
 };
 
+// Gather (`gather`: rank i's sendbuff lands in block i of the root's
+// recvbuff) and scatter (block i of the root's sendbuff goes to rank i's
+// recvbuff), as one group of sends and receives. The root's own block is a
+// send to itself unless it is already in place.
+ncclResult_t rootedBlocks(Call& k, bool gather, const void* sendbuff, void* recvbuff, size_t count,
+                          int root) {
+  const int n = k.nranks(), me = k.rank();
+  if (root < 0 || root >= n)
+    return k.invalid("root " + std::to_string(root) + " is outside [0, " + std::to_string(n) + ")");
+  // The root's n-block buffer, and every rank's one block.
+  const void* rootBuf = gather ? recvbuff : sendbuff;
+  const void* block = gather ? sendbuff : recvbuff;
+  if (count > 0 && (!block || (me == root && !rootBuf)))
+    return k.invalid("a buffer is NULL with count " + std::to_string(count));
+  const size_t blk = count * weft::datatypeSize(k.dt);
+  FirstError e;
+  e(weft_group_start());
+  if (me == root) {
+    for (int i = 0; i < n; ++i) {
+      unsigned char* b =
+          static_cast<unsigned char*>(const_cast<void*>(rootBuf)) + static_cast<size_t>(i) * blk;
+      // What rank i sends and what the root receives, for gather; the
+      // other way round for scatter.
+      const void* src = gather ? sendbuff : b;
+      void* dst = gather ? static_cast<void*>(b) : recvbuff;
+      if (i != me) {
+        e(gather ? weft_recv(dst, count, k.dt, i, k.wc, k.wstream)
+                 : weft_send(src, count, k.dt, i, k.wc, k.wstream));
+      } else if (count > 0 && dst != src) {
+        e(weft_send(src, count, k.dt, me, k.wc, k.wstream));
+        e(weft_recv(dst, count, k.dt, me, k.wc, k.wstream));
+      }
+    }
+  } else if (gather) {
+    e(weft_send(sendbuff, count, k.dt, root, k.wc, k.wstream));
+  } else {
+    e(weft_recv(recvbuff, count, k.dt, root, k.wc, k.wstream));
+  }
+  e(weft_group_end());
+  return k.finish(e.w);
+}
+
 }  // namespace
 
 extern "C" {
@@ -163,31 +205,7 @@ ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count,
                          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
   Call k("ncclGather", comm, stream);
   if (!k.begin(datatype, {sendbuff, recvbuff})) return k.result();
-  const int n = k.nranks(), me = k.rank();
-  if (root < 0 || root >= n)
-    return k.invalid("root " + std::to_string(root) + " is outside [0, " + std::to_string(n) + ")");
-  if (count > 0 && (!sendbuff || (me == root && !recvbuff)))
-    return k.invalid("a buffer is NULL with count " + std::to_string(count));
-  // Rank i's block lands at recvbuff + i * count on the root; the root's own
-  // block is a send to itself unless it is already in place.
-  const size_t blk = count * weft::datatypeSize(k.dt);
-  FirstError e;
-  e(weft_group_start());
-  if (me == root) {
-    for (int i = 0; i < n; ++i) {
-      void* dst = static_cast<unsigned char*>(recvbuff) + static_cast<size_t>(i) * blk;
-      if (i != me) {
-        e(weft_recv(dst, count, k.dt, i, k.wc, k.wstream));
-      } else if (count > 0 && dst != sendbuff) {
-        e(weft_send(sendbuff, count, k.dt, me, k.wc, k.wstream));
-        e(weft_recv(dst, count, k.dt, me, k.wc, k.wstream));
-      }
-    }
-  } else {
-    e(weft_send(sendbuff, count, k.dt, root, k.wc, k.wstream));
-  }
-  e(weft_group_end());
-  return k.finish(e.w);
+  return rootedBlocks(k, true, sendbuff, recvbuff, count, root);
 }
 WEFT_NCCL_ALIAS(ncclGather)
 
@@ -195,31 +213,7 @@ ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count,
                           ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
   Call k("ncclScatter", comm, stream);
   if (!k.begin(datatype, {sendbuff, recvbuff})) return k.result();
-  const int n = k.nranks(), me = k.rank();
-  if (root < 0 || root >= n)
-    return k.invalid("root " + std::to_string(root) + " is outside [0, " + std::to_string(n) + ")");
-  if (count > 0 && (!recvbuff || (me == root && !sendbuff)))
-    return k.invalid("a buffer is NULL with count " + std::to_string(count));
-  // Block i of the root's sendbuff goes to rank i; the root's own block is a
-  // send to itself unless recvbuff already is that block.
-  const size_t blk = count * weft::datatypeSize(k.dt);
-  FirstError e;
-  e(weft_group_start());
-  if (me == root) {
-    for (int i = 0; i < n; ++i) {
-      const void* src = static_cast<const unsigned char*>(sendbuff) + static_cast<size_t>(i) * blk;
-      if (i != me) {
-        e(weft_send(src, count, k.dt, i, k.wc, k.wstream));
-      } else if (count > 0 && src != recvbuff) {
-        e(weft_send(src, count, k.dt, me, k.wc, k.wstream));
-        e(weft_recv(recvbuff, count, k.dt, me, k.wc, k.wstream));
-      }
-    }
-  } else {
-    e(weft_recv(recvbuff, count, k.dt, root, k.wc, k.wstream));
-  }
-  e(weft_group_end());
-  return k.finish(e.w);
+  return rootedBlocks(k, false, sendbuff, recvbuff, count, root);
 }
 WEFT_NCCL_ALIAS(ncclScatter)
 
