@@ -73,11 +73,7 @@ void buildBinomialReduce(const CollArgs& a, const BuildParams& p, Schedule* s) {
   s->algorithm = algoName(Algo::BinomialTree);
   const size_t bytes = a.count * a.eltSize;
   const int n = p.nranks, r = p.rank;
-  if (bytes == 0) return;
-  if (n == 1) {
-    if (!a.inPlace) s->add(copyStep(sendAt(0), recvAt(0), bytes));
-    return;  // AVG over one rank divides by 1
-  }
+  if (trivialSchedule(a, p, bytes, s)) return;
   const BinomialNode node(n, a.root, r);
   Chunker ch(bytes, p.chunkBytes, a.eltSize);
   if (node.children.empty()) {  // a leaf sends its input

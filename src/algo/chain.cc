@@ -42,12 +42,8 @@ void buildChainReduce(const CollArgs& a, const BuildParams& p, Schedule* s) {
   const size_t bytes = a.count * a.eltSize;
   const int n = p.nranks, r = p.rank, q = mod(r - a.root, n);
   const int toward = mod(r - 1, n), from = mod(r + 1, n);
-  if (bytes == 0) return;
+  if (trivialSchedule(a, p, bytes, s)) return;
   Chunker ch(bytes, p.chunkBytes, a.eltSize);
-  if (n == 1) {
-    if (!a.inPlace) s->add(copyStep(sendAt(0), recvAt(0), bytes));
-    return;  // AVG over one rank divides by 1
-  }
   if (q == n - 1) {  // the far end only sends its contribution
     for (size_t j = 0; j < ch.count(); ++j) s->add(sendStep(toward, sendAt(ch.off(j)), ch.len(j)));
     return;

@@ -129,11 +129,7 @@ void buildDirectAllReduce(const CollArgs& a, const BuildParams& p, Schedule* s) 
   s->algorithm = algoName(Algo::Direct);
   const size_t bytes = a.count * a.eltSize;
   const int n = p.nranks, r = p.rank;
-  if (bytes == 0) return;
-  if (n == 1) {
-    if (!a.inPlace) s->add(copyStep(sendAt(0), recvAt(0), bytes));
-    return;
-  }
+  if (trivialSchedule(a, p, bytes, s)) return;
   Chunker ch(bytes, p.chunkBytes, a.eltSize);
   Fold fold(a, p, std::min(ch.chunk, bytes), s);
   std::vector<uint32_t> sent;
@@ -149,11 +145,7 @@ void buildDirectReduceScatter(const CollArgs& a, const BuildParams& p, Schedule*
   s->algorithm = algoName(Algo::Direct);
   const size_t blk = a.count * a.eltSize;
   const int n = p.nranks, r = p.rank;
-  if (blk == 0) return;
-  if (n == 1) {
-    if (!a.inPlace) s->add(copyStep(sendAt(0), recvAt(0), blk));
-    return;
-  }
+  if (trivialSchedule(a, p, blk, s)) return;
   Chunker ch(blk, p.chunkBytes, a.eltSize);
   Fold fold(a, p, std::min(ch.chunk, blk), s);
   for (size_t j = 0; j < ch.count(); ++j) {
@@ -169,12 +161,8 @@ void buildDirectReduceScatter(const CollArgs& a, const BuildParams& p, Schedule*
 void buildDirectReduce(const CollArgs& a, const BuildParams& p, Schedule* s) {
   s->algorithm = algoName(Algo::Direct);
   const size_t bytes = a.count * a.eltSize;
-  const int n = p.nranks, r = p.rank;
-  if (bytes == 0) return;
-  if (n == 1) {
-    if (!a.inPlace) s->add(copyStep(sendAt(0), recvAt(0), bytes));
-    return;
-  }
+  const int r = p.rank;
+  if (trivialSchedule(a, p, bytes, s)) return;
   Chunker ch(bytes, p.chunkBytes, a.eltSize);
   if (r != a.root) {
     for (size_t j = 0; j < ch.count(); ++j) s->add(sendStep(a.root, sendAt(ch.off(j)), ch.len(j)));

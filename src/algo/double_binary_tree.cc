@@ -42,11 +42,7 @@ void buildDoubleBinaryTreeAllReduce(const CollArgs& a, const BuildParams& p, Sch
   s->algorithm = algoName(Algo::DoubleBinaryTree);
   const size_t bytes = a.count * a.eltSize;
   const int n = p.nranks, r = p.rank;
-  if (bytes == 0) return;
-  if (n == 1) {
-    if (!a.inPlace) s->add(copyStep(sendAt(0), recvAt(0), bytes));
-    return;
-  }
+  if (trivialSchedule(a, p, bytes, s)) return;
   struct Half {
     TreeLinks links;
     size_t off = 0;  // bytes

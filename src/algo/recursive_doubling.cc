@@ -87,11 +87,7 @@ void buildRecursiveDoublingAllReduce(const CollArgs& a, const BuildParams& p, Sc
   s->algorithm = algoName(Algo::RecursiveDoubling);
   const size_t bytes = a.count * a.eltSize;
   const int n = p.nranks, r = p.rank;
-  if (bytes == 0) return;
-  if (n == 1) {
-    if (!a.inPlace) s->add(copyStep(sendAt(0), recvAt(0), bytes));
-    return;  // AVG over one rank divides by 1
-  }
+  if (trivialSchedule(a, p, bytes, s)) return;
   const Fold f(n, p.foldPairs);
   const int v = f.index(r);
   Chunker ch(bytes, p.chunkBytes, a.eltSize);

@@ -120,11 +120,7 @@ void buildRingReduceScatter(const CollArgs& a, const BuildParams& p, Schedule* s
   s->algorithm = "ring";
   const size_t blk = a.count * a.eltSize;
   const int n = p.nranks, r = p.rank;
-  if (blk == 0) return;
-  if (n == 1) {
-    if (!a.inPlace) s->add(copyStep(sendAt(0), recvAt(0), blk));
-    return;
-  }
+  if (trivialSchedule(a, p, blk, s)) return;
   RingLayout L = RingLayout::blocks(a.count, n, a.eltSize, p.chunkBytes);
   // Partial sums go to scratch after the receive slots.
   const size_t slotsBytes = L.chunkElems * L.elt * std::max(1, p.slots);

@@ -9,57 +9,36 @@
 
 namespace weft {
 
-inline Step sendStep(int peer, BufRef src, size_t bytes) {
+// A step of `kind` (the fields a kind does not use stay default).
+inline Step makeStep(StepKind kind, int peer, BufRef a, BufRef b, BufRef dst, size_t bytes) {
   Step s;
-  s.kind = StepKind::Send;
+  s.kind = kind;
   s.peer = peer;
-  s.a = src;
-  s.bytes = bytes;
-  return s;
-}
-inline Step recvStep(int peer, BufRef dst, size_t bytes) {
-  Step s;
-  s.kind = StepKind::Recv;
-  s.peer = peer;
-  s.dst = dst;
-  s.bytes = bytes;
-  return s;
-}
-// Receive into `tmp`, then dst = own op tmp.
-inline Step recvReduceStep(int peer, BufRef own, BufRef tmp, BufRef dst, size_t bytes) {
-  Step s;
-  s.kind = StepKind::RecvReduce;
-  s.peer = peer;
-  s.a = own;
-  s.b = tmp;
-  s.dst = dst;
-  s.bytes = bytes;
-  return s;
-}
-// dst = a op b (local).
-inline Step reduceStep(BufRef a, BufRef b, BufRef dst, size_t bytes) {
-  Step s;
-  s.kind = StepKind::Reduce;
   s.a = a;
   s.b = b;
   s.dst = dst;
   s.bytes = bytes;
   return s;
 }
+inline Step sendStep(int peer, BufRef src, size_t bytes) {
+  return makeStep(StepKind::Send, peer, src, {}, {}, bytes);
+}
+inline Step recvStep(int peer, BufRef dst, size_t bytes) {
+  return makeStep(StepKind::Recv, peer, {}, {}, dst, bytes);
+}
+// Receive into `tmp`, then dst = own op tmp.
+inline Step recvReduceStep(int peer, BufRef own, BufRef tmp, BufRef dst, size_t bytes) {
+  return makeStep(StepKind::RecvReduce, peer, own, tmp, dst, bytes);
+}
+// dst = a op b (local).
+inline Step reduceStep(BufRef a, BufRef b, BufRef dst, size_t bytes) {
+  return makeStep(StepKind::Reduce, -1, a, b, dst, bytes);
+}
 inline Step copyStep(BufRef src, BufRef dst, size_t bytes) {
-  Step s;
-  s.kind = StepKind::Copy;
-  s.a = src;
-  s.dst = dst;
-  s.bytes = bytes;
-  return s;
+  return makeStep(StepKind::Copy, -1, src, {}, dst, bytes);
 }
 inline Step divideStep(BufRef dst, size_t bytes) {
-  Step s;
-  s.kind = StepKind::Divide;
-  s.dst = dst;
-  s.bytes = bytes;
-  return s;
+  return makeStep(StepKind::Divide, -1, {}, {}, dst, bytes);
 }
 // The steps that wrote (or read) consecutive chunks of a byte range
 // [lo, hi) of a buffer, so that a later step on any sub-range can wait for
@@ -81,6 +60,16 @@ inline void waitForWrites(const std::vector<Span>& log, size_t x, size_t y, Sche
 inline BufRef sendAt(size_t off) { return BufRef{BufId::Send, off}; }
 inline BufRef recvAt(size_t off) { return BufRef{BufId::Recv, off}; }
 inline BufRef scratchAt(size_t off) { return BufRef{BufId::Scratch, off}; }
+
+// What a builder of a one-block collective starts with: nothing to move, or
+// one rank (a copy unless in place; AVG over one rank divides by 1). True
+// when that was all.
+inline bool trivialSchedule(const CollArgs& a, const BuildParams& p, size_t bytes, Schedule* s) {
+  if (bytes == 0) return true;
+  if (p.nranks > 1) return false;
+  if (!a.inPlace) s->add(copyStep(sendAt(0), recvAt(0), bytes));
+  return true;
+}
 
 // Number of chunks of at most chunkBytes (rounded to whole elements) that
 // cover `bytes`, and the byte range of chunk j.
