@@ -27,7 +27,7 @@ Engine::Engine(int rank, int nranks, const Config& cfg, std::vector<Endpoint*> e
     : rank_(rank),
       nranks_(nranks),
       cfg_(cfg),
-      eps_(std::move(eps)),
+      routes_(rank, std::move(eps)),
       owners_(std::move(owners)),
       transports_(std::move(transports)),
       peers_(std::move(peers)),
@@ -62,11 +62,7 @@ Engine::~Engine() {
 void Engine::setDeviceTransport(Transport* t, std::vector<Endpoint*> eps,
                                 std::unique_ptr<LocalWork> deviceLocal) {
   if (t) transports_.push_back(t);  // no poll fd, no doorbell: pollFds_ stays as it is
-  devEps_ = std::move(eps);
-  devEps_.resize(nranks_, nullptr);
-  hasDevEp_.assign(nranks_, false);
-  for (int p = 0; p < nranks_; ++p) hasDevEp_[p] = devEps_[p] != nullptr;
-  anyDevEp_ = std::any_of(hasDevEp_.begin(), hasDevEp_.end(), [](bool b) { return b; });
+  routes_.setDevice(std::move(eps));
   deviceLocal_ = std::move(deviceLocal);
 }
 
@@ -75,11 +71,6 @@ std::unique_ptr<Op> Engine::newOp() {
   std::unique_ptr<Op> op = std::move(freeOps_.back());
   freeOps_.pop_back();
   return op;
-}
-
-void Engine::retire(std::unique_ptr<Op>& op) {
-  if (op->deviceEps) --deviceOps_;
-  recycle(op);
 }
 
 size_t Engine::releaseSpareScratch() {
@@ -130,35 +121,7 @@ void Engine::enqueue(std::unique_ptr<Op> op) {
   if (!op->enqueueNs) op->enqueueNs = op->rec.entryNs ? op->rec.entryNs : nowNs();
   op->state.assign(op->schedule().steps.size(), Op::kPending);
   op->comps.resize(op->schedule().steps.size());
-  PlacementFacts pf;
-  pf.streamOp = op->tracker && op->tracker->gate;
-  pf.directOp = op->tracker && op->tracker->direct;
-  pf.deviceEndpoints = anyDevEp_;
-  pf.haveLocal = local_ != nullptr;
-  pf.haveStreamLocal = streamLocal_ != nullptr;
-  pf.haveDeviceLocal = deviceLocal_ != nullptr;
-  OpPlacement place;
-  Status ps = placeOp(pf, nranks_, &place);
-  // Host transfers on host endpoints (every op that is not stream-ordered)
-  // need no check of their routes.
-  if (ps.isOk() && !op->runner && (place.deviceEndpoints || place.mem != MemType::Host))
-    ps = checkRoutes(place, op->schedule(), rank_, hasDevEp_);
-  switch (place.local) {
-    case LocalRun::Host:
-      op->lw = nullptr;
-      break;
-    case LocalRun::Local:
-      op->lw = local_.get();
-      break;
-    case LocalRun::StreamLocal:
-      op->lw = streamLocal_.get();
-      break;
-    case LocalRun::DeviceLocal:
-      op->lw = deviceLocal_.get();
-      break;
-  }
-  op->deviceEps = place.deviceEndpoints;
-  op->mem = place.mem;
+  const Status ps = place(*op);
   if (op->lw) op->local.assign(op->schedule().steps.size(), 0);
   if (ops_.empty()) lastProgressNs_ = op->enqueueNs;
   if (!error_.isOk()) {
@@ -189,9 +152,47 @@ void Engine::enqueue(std::unique_ptr<Op> op) {
     recycle(op);
     return;
   }
-  if (op->deviceEps) ++deviceOps_;
   ops_.push_back(std::move(op));
   fresh_ = true;
+}
+
+Status Engine::place(Op& op) {
+  PlacementFacts pf;
+  pf.streamOp = op.tracker && op.tracker->gate;
+  pf.directOp = op.tracker && op.tracker->direct;
+  pf.deviceEndpoints = routes_.anyDevice();
+  pf.haveLocal = local_ != nullptr;
+  pf.haveStreamLocal = streamLocal_ != nullptr;
+  pf.haveDeviceLocal = deviceLocal_ != nullptr;
+  OpPlacement place;
+  Status ps = placeOp(pf, nranks_, &place);
+  // Host transfers on host endpoints (every op that is not stream-ordered)
+  // need no check of their routes.
+  if (ps.isOk() && !op.runner && (place.deviceEndpoints || place.mem != MemType::Host))
+    ps = routes_.check(place, op.schedule());
+  switch (place.local) {
+    case LocalRun::Host:
+      op.lw = nullptr;
+      break;
+    case LocalRun::Local:
+      op.lw = local_.get();
+      break;
+    case LocalRun::StreamLocal:
+      op.lw = streamLocal_.get();
+      break;
+    case LocalRun::DeviceLocal:
+      op.lw = deviceLocal_.get();
+      break;
+  }
+  op.deviceEps = place.deviceEndpoints;
+  op.mem = place.mem;
+  return ps;
+}
+
+bool Engine::deviceOpsInFlight() const {
+  return routes_.anyDevice() &&
+         std::any_of(ops_.begin(), ops_.end(),
+                     [](const std::unique_ptr<Op>& o) { return o->deviceEps; });
 }
 
 uint8_t* Engine::bind(Op& op, BufRef ref) const {
@@ -282,7 +283,6 @@ void Engine::fail(const Status& st) {
   if (alone_) finishOp(*alone_, error_);
   for (auto& op : ops_) finishOp(*op, error_);
   ops_.clear();
-  deviceOps_ = 0;
   spare_.clear();
   if (tel_) tel_->dumpFlightRecorder(error_.message());
 }
@@ -343,7 +343,7 @@ bool Engine::reduceStep(Op& op, size_t i, Status* st) {
     divideByCount(bind(op, s.dst), count, op.dtype, static_cast<uint64_t>(nranks_));
   else
     reduceHost(bind(op, s.dst), bind(op, s.a), bind(op, s.b), count, op.dtype, op.args.op);
-  if (timed) op.rec.addWork(telemetry::SpanKind::Reduce, t0, nowNs(), spans_);
+  if (timed) op.rec.addWork(telemetry::SpanKind::Reduce, t0, nowNs(), tel_->wantSpans());
   return true;
 }
 
@@ -358,22 +358,8 @@ bool Engine::copyStep(Op& op, size_t i, Status* st) {
   const bool timed = tel_ && op.rec.timeWork;
   const uint64_t t0 = timed ? nowNs() : 0;
   memmove(bind(op, s.dst), bind(op, s.a), s.bytes);
-  if (timed) op.rec.addWork(telemetry::SpanKind::Copy, t0, nowNs(), spans_);
+  if (timed) op.rec.addWork(telemetry::SpanKind::Copy, t0, nowNs(), tel_->wantSpans());
   return true;
-}
-
-Endpoint* Engine::deviceRouteEndpoint(const Op& op, const Step& s) const {
-  OpPlacement p;
-  p.deviceEndpoints = true;
-  p.mem = op.mem;
-  return routeStep(p, s, rank_).device ? devEps_[s.peer] : eps_[s.peer];
-}
-
-MemType Engine::deviceRouteMem(const Op& op, const Step& s) const {
-  OpPlacement p;
-  p.deviceEndpoints = true;
-  p.mem = op.mem;
-  return routeStep(p, s, rank_).mem;
 }
 
 // Runs or posts step i (pending, dependencies done). Returns false when the
@@ -383,6 +369,7 @@ bool Engine::runStep(Op& op, size_t i) {
   Completion& c = op.comps[i];
   Status st;
   bool local = false;  // handed to op.lw, not done yet
+  Routes::Post to{};
   switch (s.kind) {
     case StepKind::Send:
       if (throttleNsPerByte_ > 0) {
@@ -393,17 +380,20 @@ bool Engine::runStep(Op& op, size_t i) {
       }
       c.reset();
       c.stamp = op.rec.stamp;
-      st = endpoint(op, s)->postSend(bind(op, s.a), s.bytes, op.tag, memOf(op, s), &c);
+      to = routes_.post(op, s);
+      st = to.ep->postSend(bind(op, s.a), s.bytes, op.tag, to.mem, &c);
       if (tel_ && st.code() != kNoResource) op.rec.sent[peerTx_[s.peer]] += s.bytes;
       break;
     case StepKind::Recv:
       c.reset();
-      st = endpoint(op, s)->postRecv(bind(op, s.dst), s.bytes, op.tag, memOf(op, s), &c);
+      to = routes_.post(op, s);
+      st = to.ep->postRecv(bind(op, s.dst), s.bytes, op.tag, to.mem, &c);
       if (st.isOk()) noteRecv(op, c);
       break;
     case StepKind::RecvReduce:
       c.reset();
-      st = endpoint(op, s)->postRecv(bind(op, s.b), s.bytes, op.tag, memOf(op, s), &c);
+      to = routes_.post(op, s);
+      st = to.ep->postRecv(bind(op, s.b), s.bytes, op.tag, to.mem, &c);
       if (st.isOk()) {
         noteRecv(op, c);
         local = !reduceStep(op, i, &st);
@@ -600,13 +590,13 @@ bool Engine::progress() {
   moved |= passOverOps();
   if (!error_.isOk()) return true;
   while (!ops_.empty() && ops_.front()->finished) {
-    retire(ops_.front());
+    recycle(ops_.front());
     ops_.pop_front();
   }
   if (std::any_of(ops_.begin(), ops_.end(),
                   [](const std::unique_ptr<Op>& o) { return o->finished; })) {
     for (auto& o : ops_)
-      if (o->finished) retire(o);
+      if (o->finished) recycle(o);
     ops_.erase(
         std::remove_if(ops_.begin(), ops_.end(), [](const std::unique_ptr<Op>& o) { return !o; }),
         ops_.end());

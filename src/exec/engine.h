@@ -37,6 +37,7 @@
 #include "core/cpu.h"
 #include "exec/local_work.h"
 #include "exec/op.h"
+#include "exec/placement.h"
 #include "telemetry/telemetry.h"
 #include "transports/transport.h"
 
@@ -121,7 +122,6 @@ class Engine {
   void setTelemetry(telemetry::Telemetry* tel, std::vector<int> peerTransport) {
     tel_ = tel;
     peerTx_ = std::move(peerTransport);
-    spans_ = tel && tel->wantSpans();
   }
 
  private:
@@ -150,15 +150,12 @@ class Engine {
   // The end of a round: the clock for idleWait, and the stall checks.
   void endRound(bool moved, bool active);
   uint8_t* bind(Op& op, BufRef ref) const;
-  // The endpoint and MemType of transfer step `s` (exec/placement.h's routeStep).
-  Endpoint* endpoint(const Op& op, const Step& s) const {
-    return op.deviceEps ? deviceRouteEndpoint(op, s) : eps_[s.peer];
-  }
-  MemType memOf(const Op& op, const Step& s) const {
-    return op.deviceEps ? deviceRouteMem(op, s) : MemType::Host;
-  }
-  Endpoint* deviceRouteEndpoint(const Op& op, const Step& s) const;
-  MemType deviceRouteMem(const Op& op, const Step& s) const;
+  // Decides where `op` runs (exec/placement.h's placeOp): its endpoint set,
+  // MemType and local-work backend; an error when it cannot run here.
+  Status place(Op& op);
+  // Some op in ops_ moves its data through cuda_ipc, whose copies finish on
+  // the GPU and ring no doorbell.
+  bool deviceOpsInFlight() const;
   // Scratch buffers are reused across ops (no allocation, no zeroing per op).
   Status takeScratch(Op& op);
   // Hands op.scratch (allocated by `from`; nullptr: host) to the pool,
@@ -166,20 +163,18 @@ class Engine {
   void giveBackScratch(Op& op, const LocalWork* from);
   // The same for host scratch, and op.scratch is empty after.
   void dropScratch(Op& op);
-  // Takes a finished op out of ops_: scratch back to the pool, the Op to freeOps_.
-  void retire(std::unique_ptr<Op>& op);
   // Gives back its scratch and keeps it (reset) for newOp, or frees it.
   void recycle(std::unique_ptr<Op>& op);
 
   int rank_, nranks_;
   Config cfg_;
-  std::vector<Endpoint*> eps_;
+  Routes routes_;  // the host and cuda_ipc endpoints by rank
   std::vector<Transport*> owners_;
   std::vector<Transport*> transports_;
   std::vector<PeerInfo> peers_;
   std::deque<std::unique_ptr<Op>> ops_;
-  std::unique_ptr<Op> aloneOp_;  // runAlone's op, kept between calls
-  Op* alone_ = nullptr;          // ... while it runs
+  std::unique_ptr<Op> aloneOp_;               // runAlone's op, kept between calls
+  Op* alone_ = nullptr;                       // ... while it runs
   std::vector<std::unique_ptr<Op>> freeOps_;  // finished ops, for newOp()
   Status error_;
   uint64_t lastProgressNs_ = 0;
@@ -214,15 +209,10 @@ class Engine {
   double throttleNsPerByte_ = 0;
   telemetry::Telemetry* tel_ = nullptr;
   std::vector<int> peerTx_;
-  bool spans_ = false;
   // Local work on a backend (nullptr: host, inline), the steps it has in
   // flight, and the transfers in flight (for the overlap count).
   std::unique_ptr<LocalWork> local_, streamLocal_, deviceLocal_;
-  std::vector<Endpoint*> devEps_;  // cuda_ipc, by rank (setDeviceTransport)
-  std::vector<bool> hasDevEp_;
-  bool anyDevEp_ = false;  // some entry of hasDevEp_ is set
   size_t localPending_ = 0;
-  size_t deviceOps_ = 0;  // ops in ops_ whose transfers go through cuda_ipc
   size_t xfersInFlight_ = 0;
 };
 
