@@ -12,14 +12,6 @@
 #include "kernels/cpu/reduce.h"
 
 namespace weft {
-namespace {
-
-// How many steps one progress() call looks at, over all ops: bounds the
-// cost of a call, and the engine stops there so that sends are still posted
-// in order.
-constexpr size_t kScanBudget = 4096;
-
-}  // namespace
 
 Engine::Engine(int rank, int nranks, const Config& cfg, std::vector<Endpoint*> eps,
                std::vector<Transport*> owners, std::vector<Transport*> transports,
@@ -571,18 +563,11 @@ bool Engine::progress() {
     moved = passOverOps();
     if (!error_.isOk()) return true;
   }
-  // Every op finished in that pass (sends the transports took at once,
-  // receives their buffered bytes satisfied): no poll this round. A
-  // broadcast root, or a rank whose data arrived with an earlier read,
-  // then makes no system call for the op; the next progress() polls.
-  // Every 32nd such round still polls: a rank that only ever sends keeps
-  // hearing of its peers (hangups, a transport's own messages).
-  bool allDone = moved && std::all_of(ops_.begin(), ops_.end(),
-                                      [](const std::unique_ptr<Op>& o) { return o->finished; });
-  if (allDone && ++unpolled_ >= 32) allDone = false;
-  if (!allDone) unpolled_ = 0;
+  const bool allDone =
+      moved && std::all_of(ops_.begin(), ops_.end(),
+                           [](const std::unique_ptr<Op>& o) { return o->finished; });
   bool active = false;
-  if (!allDone && !pollTransports(&active)) return true;
+  if (!pollUnlessDone(allDone, &active)) return true;
   if (ops_.empty()) {
     lastNowNs_.store(nowNs(), std::memory_order_relaxed);
     return moved;
@@ -623,6 +608,12 @@ bool Engine::pollTransports(bool* active) {
   return true;
 }
 
+bool Engine::pollUnlessDone(bool allDone, bool* active) {
+  if (allDone && ++unpolled_ < 32) return true;
+  unpolled_ = 0;
+  return pollTransports(active);
+}
+
 void Engine::endRound(bool moved, bool active) {
   // At most one clock read per round, which idleWait (following every
   // round) reuses, and while nothing moves only every 16th round: a poll
@@ -640,83 +631,6 @@ void Engine::endRound(bool moved, bool active) {
       checkStalled(now);
     }
   }
-}
-
-Op& Engine::aloneOp() {
-  if (!aloneOp_) aloneOp_.reset(new Op());
-  Op& op = *aloneOp_;
-  // What runAlone and fillOp do not set again: the record, the run's state.
-  new (&op.rec) telemetry::OpRecord;
-  op.firstPending = 0;
-  op.doneCount = 0;
-  op.finished = false;
-  op.status = Status();
-  return op;
-}
-
-Status Engine::runAlone(Op& op, const std::atomic<bool>& aborting) {
-  const size_t n = op.schedule().steps.size();
-  if (!op.enqueueNs) op.enqueueNs = op.rec.entryNs ? op.rec.entryNs : nowNs();
-  op.state.assign(n, Op::kPending);
-  if (op.comps.size() < n) op.comps.resize(n);
-  op.lw = nullptr;
-  op.deviceEps = false;
-  op.mem = MemType::Host;
-  if (!error_.isOk()) {
-    finishOp(op, error_);
-    return op.status;
-  }
-  const size_t need = op.schedule().scratchBytes;
-  if (op.scratch && op.scratchLen < need) dropScratch(op);
-  if (need && !op.scratch) {
-    Status st = takeScratch(op);
-    if (st.isError()) {
-      finishOp(op, st.withContext(strFormat("rank %d: %s", rank_, op.describe().c_str())));
-      return op.status;
-    }
-  }
-  if (n == 0) {
-    finishOp(op, Status());
-    return op.status;
-  }
-  lastProgressNs_ = op.enqueueNs;
-  alone_ = &op;
-  // The rounds of progress(), for this one op: its ready steps are posted
-  // before the first poll; then poll, advance, wait while idle.
-  int idle = 0;
-  bool polled = false;
-  for (;;) {
-    // The first round's clock is the call's (a few hundred nanoseconds old).
-    roundClockNs_ = polled ? 0 : op.enqueueNs;
-    bool active = false;
-    if (polled && !pollTransports(&active)) break;
-    nextGen();
-    size_t budget = kScanBudget;
-    const bool moved = advanceOp(op, sendGen_, recvGen_, gen_, &budget);
-    if (!error_.isOk()) break;
-    if (op.finished) {
-      // Done without a poll (sends taken at once): every 32nd such op
-      // still polls, as progress() does, so that a rank that only sends
-      // keeps hearing of its peers.
-      if (!polled && ++unpolled_ >= 32 && !pollTransports(&active)) break;
-      if (polled || unpolled_ >= 32) unpolled_ = 0;
-      endRound(true, active);
-      break;
-    }
-    polled = true;
-    endRound(moved, active);
-    if (!error_.isOk()) break;
-    if (aborting.load(std::memory_order_relaxed)) {
-      fail(Status(WEFT_ERR_ABORTED, "communicator was aborted"));
-      break;
-    }
-    idle = moved || active ? 0 : idle + 1;
-    if (idle) idleWait(idle);
-  }
-  alone_ = nullptr;
-  // A large buffer goes back to the pool, as a queued op's does.
-  if (op.scratchLen > kKeepScratch) dropScratch(op);
-  return op.status;
 }
 
 void Engine::checkStalled(uint64_t now) {

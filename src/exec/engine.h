@@ -21,6 +21,11 @@
 // one op with the same steps, polls, waits and checks, on the caller's
 // thread.
 //
+// Whoever waits for the engine (a blocking call, the comm's progress
+// thread, destroy, runAlone) runs one loop, drive(): rounds until the
+// caller's condition holds, idle waits between them, the lock let go for
+// those waits when the caller has one to let go.
+//
 // A failure breaks the in-order matching with every peer, so it is sticky:
 // all pending and later ops fail with the first error until the
 // communicator is destroyed or aborted.
@@ -30,11 +35,14 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/cpu.h"
+#include "core/mutex.h"
 #include "exec/local_work.h"
 #include "exec/op.h"
 #include "exec/placement.h"
@@ -77,6 +85,29 @@ class Engine {
   void sleepIdle(const IdleWait& w) const;
   void idleWait(int idleRounds, int maxUs = 1000) { sleepIdle(prepareIdle(idleRounds, maxUs)); }
   bool busy() const { return !ops_.empty() || alone_; }
+  // What drive() runs until, and how it waits.
+  struct Drive {
+    // The caller's wait is over: checked under the lock before and after
+    // every round.
+    std::function<bool()> done;
+    // Set (by a thread that does not hold the lock): the drive ends before
+    // the next round.
+    const std::atomic<bool>* cancel = nullptr;
+    // Passed after a round: the drive ends. The engine's own stall timeout
+    // (Config::timeoutS) fails the ops regardless.
+    const Deadline* deadline = nullptr;
+    int maxSleepUs = 1000;  // the idle wait's longest sleep (prepareIdle's maxUs)
+    // The comm's lock, held or not at the start: taken before every round,
+    // and after every round let go for the wait (prepareIdle under it,
+    // sleepIdle without it), so that other threads get it between rounds
+    // even while ops move. nullptr: the caller holds the lock throughout (or
+    // runs the engine alone) and only idle rounds wait.
+    std::unique_lock<Mutex>* lock = nullptr;
+  };
+  enum class DriveEnd { kDone, kCancelled, kExpired };
+  // Rounds of progress() (of runAlone's op while it runs) until d.done(),
+  // d.cancel or d.deadline; returns which, with d.lock held.
+  DriveEnd drive(const Drive& d);
   // Frees the scratch kept for later ops (the spare pool and the recycled
   // ops' small buffers; a GPU backend's go back to its cache) and returns
   // the bytes let go. Nothing while ops are in flight (returns 0).
@@ -141,12 +172,23 @@ class Engine {
   void finishOp(Op& op, const Status& st);
   void checkStalled(uint64_t now);
   bool passOverOps();
+  // One round of runAlone's op, as progress() is one of the queue's: the
+  // first posts its ready steps before any poll, the others poll first.
+  bool aloneRound();
   // A new pass over the steps: peers marked blocked (sendGen_, recvGen_) in
   // earlier passes are free again.
   void nextGen();
   // One poll of every transport; false after an error (error_ set).
   // *active: bytes moved without completing anything.
   bool pollTransports(bool* active);
+  // The round's poll, skipped when `allDone`: the round's pass before it
+  // finished everything in flight (sends the transports took at once,
+  // receives their buffered bytes satisfied). A broadcast root, or a rank
+  // whose data arrived with an earlier read, then makes no system call for
+  // the op; the next round polls. Every 32nd such round still polls: a rank
+  // that only ever sends keeps hearing of its peers (hangups, a transport's
+  // own messages). False after an error.
+  bool pollUnlessDone(bool allDone, bool* active);
   // The end of a round: the clock for idleWait, and the stall checks.
   void endRound(bool moved, bool active);
   uint8_t* bind(Op& op, BufRef ref) const;
@@ -165,6 +207,11 @@ class Engine {
   void dropScratch(Op& op);
   // Gives back its scratch and keeps it (reset) for newOp, or frees it.
   void recycle(std::unique_ptr<Op>& op);
+
+  // How many steps one round looks at, over all ops: bounds the cost of a
+  // round, and the engine stops there so that sends are still posted in
+  // order.
+  static constexpr size_t kScanBudget = 4096;
 
   int rank_, nranks_;
   Config cfg_;
