@@ -92,7 +92,7 @@ bool Engine::aloneRound() {
   if (!first && !pollUnlessDone(false, &active)) return true;
   nextGen();
   size_t budget = kScanBudget;
-  const bool moved = advanceOp(op, sendGen_, recvGen_, gen_, &budget);
+  const bool moved = advanceOp(op, &budget);
   if (!error_.isOk()) return true;
   // Done in the first round, without a poll (sends taken at once): polled
   // only as progress() would.

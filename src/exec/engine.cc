@@ -1,15 +1,18 @@
+// The engine's queue (engine.h says what the engine is): construction,
+// enqueue (an op placed, its scratch taken), the rounds of progress() over
+// the queued ops, and fail(), which ends them all. One op's steps run in
+// op_steps.cc, a round ends in stall_check.cc, waiting is idle_wait.cc and
+// drive.cc, memory kept between ops scratch_pool.cc.
 #include "exec/engine.h"
 
 #include <poll.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "core/clock.h"
 #include "core/cpu.h"
 #include "core/log.h"
 #include "exec/placement.h"
-#include "kernels/cpu/reduce.h"
 
 namespace weft {
 
@@ -38,7 +41,6 @@ Engine::Engine(int rank, int nranks, const Config& cfg, std::vector<Endpoint*> e
     if (p.hostHash == peers_[rank_].hostHash) ++local;
   oversubscribed_ = local > hostCpus(peers_, rank_);
   spin_.configure(cfg_.spinUs, oversubscribed_);
-  if (cfg_.testThrottleMBps > 0) throttleNsPerByte_ = 1e3 / cfg_.testThrottleMBps;
   local_ = localWorkFromConfig(cfg_);
   if (local_) WEFT_INFO(kColl, "rank %d: local steps run on %s", rank_, local_->name());
 }
@@ -56,55 +58,6 @@ void Engine::setDeviceTransport(Transport* t, std::vector<Endpoint*> eps,
   if (t) transports_.push_back(t);  // no poll fd, no doorbell: pollFds_ stays as it is
   routes_.setDevice(std::move(eps));
   deviceLocal_ = std::move(deviceLocal);
-}
-
-std::unique_ptr<Op> Engine::newOp() {
-  if (freeOps_.empty()) return std::unique_ptr<Op>(new Op());
-  std::unique_ptr<Op> op = std::move(freeOps_.back());
-  freeOps_.pop_back();
-  return op;
-}
-
-size_t Engine::releaseSpareScratch() {
-  if (busy()) return 0;
-  size_t bytes = 0;
-  for (const Spare& sp : spare_) bytes += sp.len;
-  spare_.clear();
-  for (auto& op : freeOps_) bytes += op->scratchLen;
-  freeOps_.clear();
-  return bytes;
-}
-
-size_t Engine::spareScratchBytes(bool device) const {
-  size_t bytes = 0;
-  for (const Spare& sp : spare_)
-    if ((sp.from != nullptr) == device) bytes += sp.len;
-  if (!device)
-    for (const auto& op : freeOps_) bytes += op->scratchLen;
-  return bytes;
-}
-
-void Engine::recycle(std::unique_ptr<Op>& op) {
-  constexpr size_t kFreeOps = 16;
-  if (freeOps_.size() < kFreeOps) {
-    // A small host scratch buffer stays with the op: the next op of a loop
-    // of small collectives takes it back without a search of the pool.
-    ScratchPtr keep;
-    size_t keepLen = 0;
-    if (op->scratch && !op->lw && op->scratchLen <= kKeepScratch) {
-      keep = std::move(op->scratch);
-      keepLen = op->scratchLen;
-    } else {
-      giveBackScratch(*op, op->lw);
-    }
-    op->reset();
-    op->scratch = std::move(keep);
-    op->scratchLen = keepLen;
-    freeOps_.push_back(std::move(op));
-    return;
-  }
-  giveBackScratch(*op, op->lw);
-  op.reset();
 }
 
 void Engine::enqueue(std::unique_ptr<Op> op) {
@@ -187,60 +140,6 @@ bool Engine::deviceOpsInFlight() const {
                      [](const std::unique_ptr<Op>& o) { return o->deviceEps; });
 }
 
-uint8_t* Engine::bind(Op& op, BufRef ref) const {
-  switch (ref.buf) {
-    case BufId::Send:
-      return op.send ? op.send + ref.off : nullptr;
-    case BufId::Recv:
-      return op.recv ? op.recv + ref.off : nullptr;
-    case BufId::Scratch:
-      return op.scratch ? op.scratch.get() + ref.off : nullptr;
-  }
-  return nullptr;
-}
-
-Status Engine::takeScratch(Op& op) {
-  const size_t need = op.schedule().scratchBytes;
-  size_t best = spare_.size();
-  for (size_t i = 0; i < spare_.size(); ++i)
-    if (spare_[i].from == op.lw && spare_[i].len >= need &&
-        (best == spare_.size() || spare_[i].len < spare_[best].len))
-      best = i;
-  if (best < spare_.size()) {
-    op.scratch = std::move(spare_[best].buf);
-    op.scratchLen = spare_[best].len;
-    spare_.erase(spare_.begin() + static_cast<long>(best));
-    return Status();
-  }
-  // Not zeroed: steps write before they read.
-  if (op.lw) {
-    WEFT_RETURN_IF_ERROR(op.lw->allocScratch(need, &op.scratch));
-  } else {
-    op.scratch.reset(new uint8_t[need]);
-  }
-  op.scratchLen = need;
-  return Status();
-}
-
-void Engine::dropScratch(Op& op) {
-  giveBackScratch(op, nullptr);
-  op.scratch.reset();  // the pool kept larger ones
-  op.scratchLen = 0;
-}
-
-void Engine::giveBackScratch(Op& op, const LocalWork* from) {
-  if (!op.scratch) return;
-  if (spare_.size() >= kSpareScratch) {
-    // Keep the largest buffers.
-    size_t smallest = 0;
-    for (size_t i = 1; i < spare_.size(); ++i)
-      if (spare_[i].len < spare_[smallest].len) smallest = i;
-    if (spare_[smallest].len >= op.scratchLen) return;
-    spare_.erase(spare_.begin() + static_cast<long>(smallest));
-  }
-  spare_.push_back(Spare{op.scratchLen, std::move(op.scratch), from});
-}
-
 void Engine::finishOp(Op& op, const Status& st) {
   if (op.finished) return;
   op.finished = true;
@@ -277,217 +176,6 @@ void Engine::fail(const Status& st) {
   ops_.clear();
   spare_.clear();
   if (tel_) tel_->dumpFlightRecorder(error_.message());
-}
-
-void Engine::noteRecv(Op& op, const Completion& c) {
-  if (!tel_) return;
-  if (!op.rec.firstByteNs) op.rec.firstByteNs = nowNs();
-  op.rec.stamp = telemetry::laterStamp(op.rec.stamp, c.stamp);
-}
-
-namespace {
-// Set in Op::local[i] once step i was seen pending while a transfer was in flight.
-constexpr uint64_t kOverlapBit = uint64_t{1} << 63;
-}  // namespace
-
-bool Engine::submitted(Op& op, size_t i, const Status& st, uint64_t ticket, Status* out) {
-  if (st.isError()) {
-    *out = st;
-    return false;
-  }
-  op.local[i] = ticket | (xfersInFlight_ ? kOverlapBit : 0);
-  ++localPending_;
-  localWorkCounters().steps.fetch_add(1, std::memory_order_relaxed);
-  return false;
-}
-
-bool Engine::localDone(Op& op, size_t i, Status* st) {
-  uint64_t& t = op.local[i];
-  bool fin = false;
-  *st = op.lw->done(t & ~kOverlapBit, &fin);
-  if (st->isError()) return false;
-  if (!fin) {
-    // Another chunk's transfer is posted and not yet complete while this
-    // step's work runs: the pipeline overlaps.
-    if (xfersInFlight_) t |= kOverlapBit;
-    return false;
-  }
-  --localPending_;
-  if (t & kOverlapBit) localWorkCounters().overlapped.fetch_add(1, std::memory_order_relaxed);
-  return true;
-}
-
-bool Engine::reduceStep(Op& op, size_t i, Status* st) {
-  const Step& s = op.schedule().steps[i];
-  const size_t count = s.bytes / op.args.eltSize;
-  if (op.lw) {
-    uint64_t t = 0;
-    Status ss = s.kind == StepKind::Divide
-                    ? op.lw->submitDivide(bind(op, s.dst), count, op.dtype,
-                                          static_cast<uint64_t>(nranks_), &t)
-                    : op.lw->submitReduce(bind(op, s.dst), bind(op, s.a), bind(op, s.b), count,
-                                          op.dtype, op.args.op, &t);
-    return submitted(op, i, ss, t, st);
-  }
-  const bool timed = tel_ && op.rec.timeWork;
-  const uint64_t t0 = timed ? nowNs() : 0;
-  if (s.kind == StepKind::Divide)
-    divideByCount(bind(op, s.dst), count, op.dtype, static_cast<uint64_t>(nranks_));
-  else
-    reduceHost(bind(op, s.dst), bind(op, s.a), bind(op, s.b), count, op.dtype, op.args.op);
-  if (timed) op.rec.addWork(telemetry::SpanKind::Reduce, t0, nowNs(), tel_->wantSpans());
-  return true;
-}
-
-bool Engine::copyStep(Op& op, size_t i, Status* st) {
-  const Step& s = op.schedule().steps[i];
-  if (!s.bytes) return true;
-  if (op.lw) {
-    uint64_t t = 0;
-    Status ss = op.lw->submitCopy(bind(op, s.dst), bind(op, s.a), s.bytes, &t);
-    return submitted(op, i, ss, t, st);
-  }
-  const bool timed = tel_ && op.rec.timeWork;
-  const uint64_t t0 = timed ? nowNs() : 0;
-  memmove(bind(op, s.dst), bind(op, s.a), s.bytes);
-  if (timed) op.rec.addWork(telemetry::SpanKind::Copy, t0, nowNs(), tel_->wantSpans());
-  return true;
-}
-
-// Runs or posts step i (pending, dependencies done). Returns false when the
-// transport had no room (the step stays pending and blocks its peer's queue).
-bool Engine::runStep(Op& op, size_t i) {
-  const Step& s = op.schedule().steps[i];
-  Completion& c = op.comps[i];
-  Status st;
-  bool local = false;  // handed to op.lw, not done yet
-  Routes::Post to{};
-  switch (s.kind) {
-    case StepKind::Send:
-      if (throttleNsPerByte_ > 0) {
-        const uint64_t now = nowNs();
-        if (now < throttleNextNs_) return false;
-        throttleNextNs_ = std::max(throttleNextNs_, now) +
-                          static_cast<uint64_t>(static_cast<double>(s.bytes) * throttleNsPerByte_);
-      }
-      c.reset();
-      c.stamp = op.rec.stamp;
-      to = routes_.post(op, s);
-      st = to.ep->postSend(bind(op, s.a), s.bytes, op.tag, to.mem, &c);
-      if (tel_ && st.code() != kNoResource) op.rec.sent[peerTx_[s.peer]] += s.bytes;
-      break;
-    case StepKind::Recv:
-      c.reset();
-      to = routes_.post(op, s);
-      st = to.ep->postRecv(bind(op, s.dst), s.bytes, op.tag, to.mem, &c);
-      if (st.isOk()) noteRecv(op, c);
-      break;
-    case StepKind::RecvReduce:
-      c.reset();
-      to = routes_.post(op, s);
-      st = to.ep->postRecv(bind(op, s.b), s.bytes, op.tag, to.mem, &c);
-      if (st.isOk()) {
-        noteRecv(op, c);
-        local = !reduceStep(op, i, &st);
-      }
-      break;
-    case StepKind::Copy:
-      local = !copyStep(op, i, &st);
-      break;
-    case StepKind::Reduce:
-    case StepKind::Divide:
-      local = !reduceStep(op, i, &st);
-      break;
-  }
-  if (st.code() == kNoResource) return false;
-  if (st.isError()) {
-    fail(st.withContext(strFormat("rank %d: %s", rank_, op.describe().c_str())));
-    return true;
-  }
-  if (st.code() == WEFT_IN_PROGRESS) {
-    op.state[i] = Op::kPosted;
-    ++xfersInFlight_;
-  } else if (local) {
-    op.state[i] = Op::kLocal;
-  } else {
-    op.state[i] = Op::kDone;
-    op.doneCount++;
-  }
-  return true;
-}
-
-// Step i finished after it was posted or handed to local work.
-void Engine::stepDone(Op& op, size_t i) {
-  op.state[i] = Op::kDone;
-  op.doneCount++;
-  if (i == op.firstPending) op.firstPending++;
-}
-
-bool Engine::advanceOp(Op& op, std::vector<uint32_t>& sendGen, std::vector<uint32_t>& recvGen,
-                       uint32_t gen, size_t* budget) {
-  bool moved = false;
-  const size_t n = op.schedule().steps.size();
-  for (size_t i = op.firstPending; i < n && (*budget) > 0; ++i, --*budget) {
-    uint8_t st = op.state[i];
-    if (st == Op::kDone) {
-      if (i == op.firstPending) op.firstPending++;
-      continue;
-    }
-    const Step& s = op.schedule().steps[i];
-    const bool isSend = s.kind == StepKind::Send;
-    const bool isRecv = s.kind == StepKind::Recv || s.kind == StepKind::RecvReduce;
-    if (st == Op::kPosted) {
-      Completion& c = op.comps[i];
-      if (!c.done) continue;
-      --xfersInFlight_;
-      if (c.status.isError()) {
-        fail(c.status.withContext(strFormat("rank %d: %s", rank_, op.describe().c_str())));
-        return true;
-      }
-      if (s.kind != StepKind::Send) noteRecv(op, c);
-      Status ls;
-      if (s.kind == StepKind::RecvReduce && !reduceStep(op, i, &ls)) {
-        if (ls.isError()) {
-          fail(ls.withContext(strFormat("rank %d: %s", rank_, op.describe().c_str())));
-          return true;
-        }
-        op.state[i] = Op::kLocal;
-        moved = true;
-        continue;
-      }
-      stepDone(op, i);
-      moved = true;
-      continue;
-    }
-    if (st == Op::kLocal) {
-      Status ls;
-      if (!localDone(op, i, &ls)) {
-        if (ls.isError()) {
-          fail(ls.withContext(strFormat("rank %d: %s", rank_, op.describe().c_str())));
-          return true;
-        }
-        continue;
-      }
-      stepDone(op, i);
-      moved = true;
-      continue;
-    }
-    if ((isSend && sendGen[s.peer] == gen) || (isRecv && recvGen[s.peer] == gen)) continue;
-    bool ready = true;
-    for (uint32_t d = 0; d < s.depCount && ready; ++d)
-      ready = op.state[op.schedule().deps[s.depBegin + d]] == Op::kDone;
-    if (ready && runStep(op, i)) {
-      moved = true;
-      if (!error_.isOk()) return true;
-      if (op.state[i] == Op::kDone && i == op.firstPending) op.firstPending++;
-      continue;
-    }
-    // Not ready, or no room: later messages to/from this peer must wait.
-    if (isSend) sendGen[s.peer] = gen;
-    if (isRecv) recvGen[s.peer] = gen;
-  }
-  if (op.doneCount == n) finishOp(op, Status());
-  return moved;
 }
 
 void Engine::nextGen() {
@@ -540,7 +228,7 @@ bool Engine::passOverOps() {
       }
       continue;
     }
-    moved |= advanceOp(*op, sendGen_, recvGen_, gen_, &budget);
+    moved |= advanceOp(*op, &budget);
     if (!error_.isOk()) return true;
     if (budget == 0) break;
   }
@@ -563,6 +251,7 @@ bool Engine::progress() {
     moved = passOverOps();
     if (!error_.isOk()) return true;
   }
+  // No poll when that pass finished everything (pollUnlessDone).
   const bool allDone =
       moved && std::all_of(ops_.begin(), ops_.end(),
                            [](const std::unique_ptr<Op>& o) { return o->finished; });
@@ -612,76 +301,6 @@ bool Engine::pollUnlessDone(bool allDone, bool* active) {
   if (allDone && ++unpolled_ < 32) return true;
   unpolled_ = 0;
   return pollTransports(active);
-}
-
-void Engine::endRound(bool moved, bool active) {
-  // At most one clock read per round, which idleWait (following every
-  // round) reuses, and while nothing moves only every 16th round: a poll
-  // round of the shm FIFOs takes tens of nanoseconds, and reading the
-  // clock every round was 13% of a small collective's time. The spin
-  // budget and the stall checks it serves count microseconds and seconds.
-  if (moved || active || ++idleCalls_ >= 16) {
-    idleCalls_ = 0;
-    // An op that finished in this round read the clock for its record.
-    const uint64_t now = roundClockNs_ ? roundClockNs_ : nowNs();
-    lastNowNs_.store(now, std::memory_order_relaxed);
-    if (moved) {
-      lastProgressNs_ = now;
-    } else if (!ops_.empty() || alone_) {
-      checkStalled(now);
-    }
-  }
-}
-
-void Engine::checkStalled(uint64_t now) {
-  const double idleS = static_cast<double>(now - lastProgressNs_) * 1e-9;
-  if (idleS < 1.0) return;
-  // The peers the oldest unfinished op waits for.
-  std::vector<int> waiting;
-  const Op* oldest = alone_ && !alone_->finished ? alone_ : nullptr;
-  for (auto& op : ops_) {
-    if (oldest) break;
-    if (!op->finished) oldest = op.get();
-  }
-  if (!oldest) return;
-  if (oldest->runner) {
-    oldest->runner->waitingFor(&waiting);
-  } else {
-    for (size_t i = oldest->firstPending; i < oldest->state.size(); ++i) {
-      const Step& s = oldest->schedule().steps[i];
-      if (oldest->state[i] == Op::kDone || s.peer < 0) continue;
-      if (std::find(waiting.begin(), waiting.end(), s.peer) == waiting.end())
-        waiting.push_back(s.peer);
-      if (waiting.size() >= 8) break;
-    }
-  }
-  if (tel_) tel_->checkStall(oldest->rec, waiting, now);
-  if (now - lastLivenessNs_ > 1000000000ull) {
-    lastLivenessNs_ = now;
-    for (int p : waiting) {
-      Status st = owners_[p] ? owners_[p]->checkPeer(p) : Status();
-      if (st.isError()) {
-        fail(st.withContext(strFormat("rank %d: %s", rank_, oldest->describe().c_str())));
-        return;
-      }
-    }
-  }
-  if (idleS < cfg_.timeoutS) return;
-  std::string who;
-  for (int p : waiting) {
-    if (!who.empty()) who += ", ";
-    who += strFormat("rank %d (%s, pid %d)", p, peers_[p].hostname.c_str(), peers_[p].pid);
-  }
-  if (localPending_) {
-    const LocalWork* lw = local_         ? local_.get()
-                          : streamLocal_ ? streamLocal_.get()
-                                         : deviceLocal_.get();
-    who += strFormat("%s%zu local step(s) (%s)", who.empty() ? "" : ", ", localPending_,
-                     lw ? lw->name() : "?");
-  }
-  fail(Status(WEFT_ERR_TIMEOUT,
-              strFormat("rank %d: %s made no progress for %.0f s (WEFT_TIMEOUT_S); waiting for %s",
-                        rank_, oldest->describe().c_str(), idleS, who.c_str())));
 }
 
 }  // namespace weft

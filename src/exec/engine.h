@@ -125,9 +125,10 @@ class Engine {
   // Runs `op` (aloneOp(), filled) to its end on the calling thread, which
   // holds the communicator's lock throughout, as a blocking arena op does:
   // the same steps, polls, waits, stall checks and timeouts as progress(),
-  // without the queue and its bookkeeping (a blocking 8-byte allreduce over
-  // ucx spent a fifth of its instructions there). `aborting` (set before
-  // abort takes the lock) fails it. Returns the op's status.
+  // without the queue and its bookkeeping, a large share of a small blocking
+  // call's instructions (figures: docs/performance.md, "The engine's
+  // figures"). `aborting` (set before abort takes the lock) fails it.
+  // Returns the op's status.
   Status runAlone(Op& op, const std::atomic<bool>& aborting);
   // The sticky error (ok while healthy).
   const Status& error() const { return error_; }
@@ -156,25 +157,14 @@ class Engine {
   }
 
  private:
-  bool advanceOp(Op& op, std::vector<uint32_t>& sendGen, std::vector<uint32_t>& recvGen,
-                 uint32_t gen, size_t* budget);
-  bool runStep(Op& op, size_t i);
-  void stepDone(Op& op, size_t i);
-  // A receive of `op` completed with `c` (first byte, arrival stamp).
-  void noteRecv(Op& op, const Completion& c);
-  // Local work of step i, timed when telemetry is on. True when done now;
-  // false when handed to op.lw (or *st is an error).
-  bool reduceStep(Op& op, size_t i, Status* st);
-  bool copyStep(Op& op, size_t i, Status* st);
-  bool submitted(Op& op, size_t i, const Status& st, uint64_t ticket, Status* out);
-  // A kLocal step: true when its work finished (*st: the backend's error).
-  bool localDone(Op& op, size_t i, Status* st);
+  // The queue (engine.cc).
+  // Decides where `op` runs (exec/placement.h's placeOp): its endpoint set,
+  // MemType and local-work backend; an error when it cannot run here.
+  Status place(Op& op);
   void finishOp(Op& op, const Status& st);
-  void checkStalled(uint64_t now);
+  // One pass over the queued ops in order: gates, runners, and every op's
+  // steps. True if anything moved; stops early on an error (error_ set).
   bool passOverOps();
-  // One round of runAlone's op, as progress() is one of the queue's: the
-  // first posts its ready steps before any poll, the others poll first.
-  bool aloneRound();
   // A new pass over the steps: peers marked blocked (sendGen_, recvGen_) in
   // earlier passes are free again.
   void nextGen();
@@ -189,16 +179,39 @@ class Engine {
   // that only ever sends keeps hearing of its peers (hangups, a transport's
   // own messages). False after an error.
   bool pollUnlessDone(bool allDone, bool* active);
-  // The end of a round: the clock for idleWait, and the stall checks.
-  void endRound(bool moved, bool active);
-  uint8_t* bind(Op& op, BufRef ref) const;
-  // Decides where `op` runs (exec/placement.h's placeOp): its endpoint set,
-  // MemType and local-work backend; an error when it cannot run here.
-  Status place(Op& op);
   // Some op in ops_ moves its data through cuda_ipc, whose copies finish on
   // the GPU and ring no doorbell.
   bool deviceOpsInFlight() const;
-  // Scratch buffers are reused across ops (no allocation, no zeroing per op).
+
+  // One op's steps (op_steps.cc).
+  // Advances `op`'s steps in schedule order within this pass (gen_), at
+  // most *budget of them; true if anything moved.
+  bool advanceOp(Op& op, size_t* budget);
+  bool runStep(Op& op, size_t i);
+  void stepDone(Op& op, size_t i);
+  // A receive of `op` completed with `c` (first byte, arrival stamp).
+  void noteRecv(Op& op, const Completion& c);
+  // Local work of step i, timed when telemetry is on. True when done now;
+  // false when handed to op.lw (or *st is an error).
+  bool reduceStep(Op& op, size_t i, Status* st);
+  bool copyStep(Op& op, size_t i, Status* st);
+  bool submitted(Op& op, size_t i, const Status& st, uint64_t ticket, Status* out);
+  // A kLocal step: true when its work finished (*st: the backend's error).
+  bool localDone(Op& op, size_t i, Status* st);
+  uint8_t* bind(Op& op, BufRef ref) const;
+
+  // The end of a round: the clock for idleWait, and the stall checks
+  // (stall_check.cc).
+  void endRound(bool moved, bool active);
+  void checkStalled(uint64_t now);
+
+  // One round of runAlone's op, as progress() is one of the queue's: the
+  // first posts its ready steps before any poll, the others poll first
+  // (drive.cc).
+  bool aloneRound();
+
+  // Memory kept between ops (scratch_pool.cc). Scratch buffers are reused
+  // across ops (no allocation, no zeroing per op).
   Status takeScratch(Op& op);
   // Hands op.scratch (allocated by `from`; nullptr: host) to the pool,
   // which keeps the largest few.
@@ -213,34 +226,48 @@ class Engine {
   // order.
   static constexpr size_t kScanBudget = 4096;
 
+  // This rank, its peers, and what reaches them.
   int rank_, nranks_;
   Config cfg_;
-  Routes routes_;  // the host and cuda_ipc endpoints by rank
-  std::vector<Transport*> owners_;
-  std::vector<Transport*> transports_;
+  Routes routes_;                       // the host and cuda_ipc endpoints by rank
+  std::vector<Transport*> owners_;      // by rank: the transport of its host endpoint
+  std::vector<Transport*> transports_;  // every one, polled each round
   std::vector<PeerInfo> peers_;
+
+  // The ops: queued in issue order, or runAlone's; the sticky error.
   std::deque<std::unique_ptr<Op>> ops_;
-  std::unique_ptr<Op> aloneOp_;               // runAlone's op, kept between calls
-  Op* alone_ = nullptr;                       // ... while it runs
-  std::vector<std::unique_ptr<Op>> freeOps_;  // finished ops, for newOp()
+  std::unique_ptr<Op> aloneOp_;  // runAlone's op, kept between calls
+  Op* alone_ = nullptr;          // ... while it runs
   Status error_;
-  uint64_t lastProgressNs_ = 0;
-  uint64_t lastLivenessNs_ = 0;
+
+  // The rounds (progress(), aloneRound()).
+  // By peer: the pass (gen_) that found its next send / receive blocked.
+  std::vector<uint32_t> sendGen_, recvGen_;
   uint32_t gen_ = 0;
-  bool fresh_ = false;         // ops were enqueued since the last progress()
-  int idleCalls_ = 0;          // progress() calls since the clock was last read
+  bool fresh_ = false;         // ops to post before the next round's poll (enqueue, runAlone)
   int unpolled_ = 0;           // rounds in a row that skipped the transports' poll
   uint64_t lastActivity_ = 0;  // the transports' activity() summed, at the last poll
-  uint64_t roundClockNs_ =
-      0;  // the clock as finishOp read it in this progress() round (0: not read)
+  // The clock as finishOp read it in this round (0: not read).
+  uint64_t roundClockNs_ = 0;
+  // WEFT_TEST_THROTTLE_MBPS (test builds): sends wait until this time, which
+  // each send pushes on by its bytes at that rate.
+  uint64_t throttleNextNs_ = 0;
+
+  // The round's clock and the stall checks (stall_check.cc).
+  int idleCalls_ = 0;                   // rounds since the clock was last read
+  std::atomic<uint64_t> lastNowNs_{0};  // the clock at the end of the last round
+  uint64_t lastProgressNs_ = 0;
+  uint64_t lastLivenessNs_ = 0;  // the transports were last asked about peers
+
+  // The idle wait (idle_wait.cc).
   SpinBudget spin_;
-  uint64_t lastIdleNs_ = 0;
-  std::atomic<uint64_t> lastNowNs_{0};  // the clock at the end of the last progress()
-  bool oversubscribed_ = false;         // more ranks on this host than cores
-  uint64_t idleSinceNs_ = 0;
-  bool doorbells_ = false;  // a transport can wake this rank from sleepArmed()
-  std::vector<uint32_t> sendGen_, recvGen_;
+  uint64_t idleSinceNs_ = 0;       // the clock when this idle period began
+  uint64_t lastIdleNs_ = 0;        // ... at the last prepareIdle()
+  bool oversubscribed_ = false;    // more ranks on this host than cores
+  bool doorbells_ = false;         // a transport can wake this rank from sleepArmed()
   std::vector<::pollfd> pollFds_;  // set at construction; sleepIdle() polls a copy
+
+  // Memory kept between ops (scratch_pool.cc).
   struct Spare {
     size_t len;
     ScratchPtr buf;
@@ -250,17 +277,16 @@ class Engine {
   // Host scratch up to this size stays with a recycled op (recycle).
   static constexpr size_t kKeepScratch = 64 << 10;
   std::vector<Spare> spare_;
-  // WEFT_TEST_THROTTLE_MBPS (test builds): sends wait until this time, which
-  // each send pushes on by its bytes at that rate.
-  uint64_t throttleNextNs_ = 0;
-  double throttleNsPerByte_ = 0;
-  telemetry::Telemetry* tel_ = nullptr;
-  std::vector<int> peerTx_;
+  std::vector<std::unique_ptr<Op>> freeOps_;  // finished ops, for newOp()
+
   // Local work on a backend (nullptr: host, inline), the steps it has in
   // flight, and the transfers in flight (for the overlap count).
   std::unique_ptr<LocalWork> local_, streamLocal_, deviceLocal_;
   size_t localPending_ = 0;
   size_t xfersInFlight_ = 0;
+
+  telemetry::Telemetry* tel_ = nullptr;
+  std::vector<int> peerTx_;
 };
 
 }  // namespace weft
