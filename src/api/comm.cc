@@ -494,18 +494,13 @@ bool Comm::progressOnce() {
 Status Comm::waitFor(const std::shared_ptr<OpTracker>& tracker, std::unique_lock<Mutex>* held) {
   std::unique_lock<Mutex> lk(mu, std::defer_lock);
   if (held) lk = std::move(*held);
-  int idle = 0;
-  for (;;) {
-    if (!lk.owns_lock()) lk.lock();
-    if (tracker->pending == 0) return tracker->result();
-    if (closed_) return Status(WEFT_ERR_ABORTED, "communicator was aborted");
-    idle = engine_->progress() ? 0 : idle + 1;
-    if (tracker->pending == 0) return tracker->result();
-    // Decided under the lock, slept without it (Engine::prepareIdle).
-    const Engine::IdleWait w = engine_->prepareIdle(idle);
-    lk.unlock();
-    engine_->sleepIdle(w);
-  }
+  Engine::Drive d;
+  d.done = [&tracker] { return tracker->pending == 0; };
+  d.cancel = &closed_;
+  d.lock = &lk;
+  if (engine_->drive(d) == Engine::DriveEnd::kCancelled)
+    return Status(WEFT_ERR_ABORTED, "communicator was aborted");
+  return tracker->result();
 }
 
 void Comm::kickProgressThread() {
@@ -518,18 +513,16 @@ void Comm::kickProgressThread() {
 void Comm::progressLoop() {
   std::unique_lock<Mutex> lk(mu);
   useDeviceOnThisThread();
-  int idle = 0;
+  Engine::Drive d;
+  d.done = [this] { return stopThread_ || !engine_->busy(); };
+  d.maxSleepUs = 200;
+  d.lock = &lk;
   while (!stopThread_) {
     if (!engine_ || !engine_->busy()) {
       progressCv_.wait_for(lk, std::chrono::milliseconds(100));
-      idle = 0;
       continue;
     }
-    idle = engine_->progress() ? 0 : idle + 1;
-    const Engine::IdleWait w = engine_->prepareIdle(idle, 200);
-    lk.unlock();
-    engine_->sleepIdle(w);
-    lk.lock();
+    engine_->drive(d);
   }
 }
 
@@ -556,22 +549,14 @@ Status Comm::asyncError() {
 Status Comm::finalize() {
   Status result;
   if (engine_) {
-    Deadline dl(cfg_.timeoutS);
-    int idle = 0;
-    for (;;) {
-      Engine::IdleWait w;
-      {
-        std::lock_guard<Mutex> lk(mu);
-        if (!engine_->busy()) break;
-        idle = engine_->progress() ? 0 : idle + 1;
-        if (dl.expired()) {
-          result = Status(WEFT_ERR_TIMEOUT, "destroy: pending operations did not finish");
-          break;
-        }
-        w = engine_->prepareIdle(idle);
-      }
-      engine_->sleepIdle(w);
-    }
+    const Deadline dl(cfg_.timeoutS);
+    std::unique_lock<Mutex> lk(mu, std::defer_lock);
+    Engine::Drive d;
+    d.done = [this] { return !engine_->busy(); };
+    d.deadline = &dl;
+    d.lock = &lk;
+    if (engine_->drive(d) == Engine::DriveEnd::kExpired)
+      result = Status(WEFT_ERR_TIMEOUT, "destroy: pending operations did not finish");
   }
   abort();
   return result;

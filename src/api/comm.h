@@ -61,10 +61,9 @@ class Comm {
   // lock: what the NCCL shim's ncclCommSuspend lets go, and its size.
   size_t releaseSpareMemory();
   size_t spareMemoryBytes(bool device);
-  // Drives the engine until `tracker` has no pending ops (bounded by the
-  // engine's own timeout, which fails the ops).
-  // Runs the engine until the tracker's ops are done. `held`: this thread's
-  // lock of mu, taken over (the first round runs without unlocking).
+  // Drives the engine (Engine::drive) until `tracker` has no pending ops,
+  // bounded by the engine's own timeout, which fails them. `held`: this
+  // thread's lock of mu, taken over (the first round runs without unlocking).
   Status waitFor(const std::shared_ptr<OpTracker>& tracker,
                  std::unique_lock<Mutex>* held = nullptr);
   // Wakes (starting if needed) the background progress thread.

@@ -1,25 +1,20 @@
+// The engine's queue (engine.h says what the engine is): construction,
+// enqueue (an op placed, its scratch taken), the rounds of progress() over
+// the queued ops, and fail(), which ends them all. One op's steps run in
+// op_steps.cc, a round ends in stall_check.cc, waiting is idle_wait.cc and
+// drive.cc, memory kept between ops scratch_pool.cc.
 #include "exec/engine.h"
 
 #include <poll.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "core/clock.h"
 #include "core/cpu.h"
 #include "core/log.h"
 #include "exec/placement.h"
-#include "kernels/cpu/reduce.h"
 
 namespace weft {
-namespace {
-
-// How many steps one progress() call looks at, over all ops: bounds the
-// cost of a call, and the engine stops there so that sends are still posted
-// in order.
-constexpr size_t kScanBudget = 4096;
-
-}  // namespace
 
 Engine::Engine(int rank, int nranks, const Config& cfg, std::vector<Endpoint*> eps,
                std::vector<Transport*> owners, std::vector<Transport*> transports,
@@ -27,7 +22,7 @@ Engine::Engine(int rank, int nranks, const Config& cfg, std::vector<Endpoint*> e
     : rank_(rank),
       nranks_(nranks),
       cfg_(cfg),
-      eps_(std::move(eps)),
+      routes_(rank, std::move(eps)),
       owners_(std::move(owners)),
       transports_(std::move(transports)),
       peers_(std::move(peers)),
@@ -46,7 +41,6 @@ Engine::Engine(int rank, int nranks, const Config& cfg, std::vector<Endpoint*> e
     if (p.hostHash == peers_[rank_].hostHash) ++local;
   oversubscribed_ = local > hostCpus(peers_, rank_);
   spin_.configure(cfg_.spinUs, oversubscribed_);
-  if (cfg_.testThrottleMBps > 0) throttleNsPerByte_ = 1e3 / cfg_.testThrottleMBps;
   local_ = localWorkFromConfig(cfg_);
   if (local_) WEFT_INFO(kColl, "rank %d: local steps run on %s", rank_, local_->name());
 }
@@ -62,66 +56,8 @@ Engine::~Engine() {
 void Engine::setDeviceTransport(Transport* t, std::vector<Endpoint*> eps,
                                 std::unique_ptr<LocalWork> deviceLocal) {
   if (t) transports_.push_back(t);  // no poll fd, no doorbell: pollFds_ stays as it is
-  devEps_ = std::move(eps);
-  devEps_.resize(nranks_, nullptr);
-  hasDevEp_.assign(nranks_, false);
-  for (int p = 0; p < nranks_; ++p) hasDevEp_[p] = devEps_[p] != nullptr;
-  anyDevEp_ = std::any_of(hasDevEp_.begin(), hasDevEp_.end(), [](bool b) { return b; });
+  routes_.setDevice(std::move(eps));
   deviceLocal_ = std::move(deviceLocal);
-}
-
-std::unique_ptr<Op> Engine::newOp() {
-  if (freeOps_.empty()) return std::unique_ptr<Op>(new Op());
-  std::unique_ptr<Op> op = std::move(freeOps_.back());
-  freeOps_.pop_back();
-  return op;
-}
-
-void Engine::retire(std::unique_ptr<Op>& op) {
-  if (op->deviceEps) --deviceOps_;
-  recycle(op);
-}
-
-size_t Engine::releaseSpareScratch() {
-  if (busy()) return 0;
-  size_t bytes = 0;
-  for (const Spare& sp : spare_) bytes += sp.len;
-  spare_.clear();
-  for (auto& op : freeOps_) bytes += op->scratchLen;
-  freeOps_.clear();
-  return bytes;
-}
-
-size_t Engine::spareScratchBytes(bool device) const {
-  size_t bytes = 0;
-  for (const Spare& sp : spare_)
-    if ((sp.from != nullptr) == device) bytes += sp.len;
-  if (!device)
-    for (const auto& op : freeOps_) bytes += op->scratchLen;
-  return bytes;
-}
-
-void Engine::recycle(std::unique_ptr<Op>& op) {
-  constexpr size_t kFreeOps = 16;
-  if (freeOps_.size() < kFreeOps) {
-    // A small host scratch buffer stays with the op: the next op of a loop
-    // of small collectives takes it back without a search of the pool.
-    ScratchPtr keep;
-    size_t keepLen = 0;
-    if (op->scratch && !op->lw && op->scratchLen <= kKeepScratch) {
-      keep = std::move(op->scratch);
-      keepLen = op->scratchLen;
-    } else {
-      giveBackScratch(*op, op->lw);
-    }
-    op->reset();
-    op->scratch = std::move(keep);
-    op->scratchLen = keepLen;
-    freeOps_.push_back(std::move(op));
-    return;
-  }
-  giveBackScratch(*op, op->lw);
-  op.reset();
 }
 
 void Engine::enqueue(std::unique_ptr<Op> op) {
@@ -130,35 +66,7 @@ void Engine::enqueue(std::unique_ptr<Op> op) {
   if (!op->enqueueNs) op->enqueueNs = op->rec.entryNs ? op->rec.entryNs : nowNs();
   op->state.assign(op->schedule().steps.size(), Op::kPending);
   op->comps.resize(op->schedule().steps.size());
-  PlacementFacts pf;
-  pf.streamOp = op->tracker && op->tracker->gate;
-  pf.directOp = op->tracker && op->tracker->direct;
-  pf.deviceEndpoints = anyDevEp_;
-  pf.haveLocal = local_ != nullptr;
-  pf.haveStreamLocal = streamLocal_ != nullptr;
-  pf.haveDeviceLocal = deviceLocal_ != nullptr;
-  OpPlacement place;
-  Status ps = placeOp(pf, nranks_, &place);
-  // Host transfers on host endpoints (every op that is not stream-ordered)
-  // need no check of their routes.
-  if (ps.isOk() && !op->runner && (place.deviceEndpoints || place.mem != MemType::Host))
-    ps = checkRoutes(place, op->schedule(), rank_, hasDevEp_);
-  switch (place.local) {
-    case LocalRun::Host:
-      op->lw = nullptr;
-      break;
-    case LocalRun::Local:
-      op->lw = local_.get();
-      break;
-    case LocalRun::StreamLocal:
-      op->lw = streamLocal_.get();
-      break;
-    case LocalRun::DeviceLocal:
-      op->lw = deviceLocal_.get();
-      break;
-  }
-  op->deviceEps = place.deviceEndpoints;
-  op->mem = place.mem;
+  const Status ps = place(*op);
   if (op->lw) op->local.assign(op->schedule().steps.size(), 0);
   if (ops_.empty()) lastProgressNs_ = op->enqueueNs;
   if (!error_.isOk()) {
@@ -189,63 +97,47 @@ void Engine::enqueue(std::unique_ptr<Op> op) {
     recycle(op);
     return;
   }
-  if (op->deviceEps) ++deviceOps_;
   ops_.push_back(std::move(op));
   fresh_ = true;
 }
 
-uint8_t* Engine::bind(Op& op, BufRef ref) const {
-  switch (ref.buf) {
-    case BufId::Send:
-      return op.send ? op.send + ref.off : nullptr;
-    case BufId::Recv:
-      return op.recv ? op.recv + ref.off : nullptr;
-    case BufId::Scratch:
-      return op.scratch ? op.scratch.get() + ref.off : nullptr;
+Status Engine::place(Op& op) {
+  PlacementFacts pf;
+  pf.streamOp = op.tracker && op.tracker->gate;
+  pf.directOp = op.tracker && op.tracker->direct;
+  pf.deviceEndpoints = routes_.anyDevice();
+  pf.haveLocal = local_ != nullptr;
+  pf.haveStreamLocal = streamLocal_ != nullptr;
+  pf.haveDeviceLocal = deviceLocal_ != nullptr;
+  OpPlacement place;
+  Status ps = placeOp(pf, nranks_, &place);
+  // Host transfers on host endpoints (every op that is not stream-ordered)
+  // need no check of their routes.
+  if (ps.isOk() && !op.runner && (place.deviceEndpoints || place.mem != MemType::Host))
+    ps = routes_.check(place, op.schedule());
+  switch (place.local) {
+    case LocalRun::Host:
+      op.lw = nullptr;
+      break;
+    case LocalRun::Local:
+      op.lw = local_.get();
+      break;
+    case LocalRun::StreamLocal:
+      op.lw = streamLocal_.get();
+      break;
+    case LocalRun::DeviceLocal:
+      op.lw = deviceLocal_.get();
+      break;
   }
-  return nullptr;
+  op.deviceEps = place.deviceEndpoints;
+  op.mem = place.mem;
+  return ps;
 }
 
-Status Engine::takeScratch(Op& op) {
-  const size_t need = op.schedule().scratchBytes;
-  size_t best = spare_.size();
-  for (size_t i = 0; i < spare_.size(); ++i)
-    if (spare_[i].from == op.lw && spare_[i].len >= need &&
-        (best == spare_.size() || spare_[i].len < spare_[best].len))
-      best = i;
-  if (best < spare_.size()) {
-    op.scratch = std::move(spare_[best].buf);
-    op.scratchLen = spare_[best].len;
-    spare_.erase(spare_.begin() + static_cast<long>(best));
-    return Status();
-  }
-  // Not zeroed: steps write before they read.
-  if (op.lw) {
-    WEFT_RETURN_IF_ERROR(op.lw->allocScratch(need, &op.scratch));
-  } else {
-    op.scratch.reset(new uint8_t[need]);
-  }
-  op.scratchLen = need;
-  return Status();
-}
-
-void Engine::dropScratch(Op& op) {
-  giveBackScratch(op, nullptr);
-  op.scratch.reset();  // the pool kept larger ones
-  op.scratchLen = 0;
-}
-
-void Engine::giveBackScratch(Op& op, const LocalWork* from) {
-  if (!op.scratch) return;
-  if (spare_.size() >= kSpareScratch) {
-    // Keep the largest buffers.
-    size_t smallest = 0;
-    for (size_t i = 1; i < spare_.size(); ++i)
-      if (spare_[i].len < spare_[smallest].len) smallest = i;
-    if (spare_[smallest].len >= op.scratchLen) return;
-    spare_.erase(spare_.begin() + static_cast<long>(smallest));
-  }
-  spare_.push_back(Spare{op.scratchLen, std::move(op.scratch), from});
+bool Engine::deviceOpsInFlight() const {
+  return routes_.anyDevice() &&
+         std::any_of(ops_.begin(), ops_.end(),
+                     [](const std::unique_ptr<Op>& o) { return o->deviceEps; });
 }
 
 void Engine::finishOp(Op& op, const Status& st) {
@@ -282,230 +174,8 @@ void Engine::fail(const Status& st) {
   if (alone_) finishOp(*alone_, error_);
   for (auto& op : ops_) finishOp(*op, error_);
   ops_.clear();
-  deviceOps_ = 0;
   spare_.clear();
   if (tel_) tel_->dumpFlightRecorder(error_.message());
-}
-
-void Engine::noteRecv(Op& op, const Completion& c) {
-  if (!tel_) return;
-  if (!op.rec.firstByteNs) op.rec.firstByteNs = nowNs();
-  op.rec.stamp = telemetry::laterStamp(op.rec.stamp, c.stamp);
-}
-
-namespace {
-// Set in Op::local[i] once step i was seen pending while a transfer was in flight.
-constexpr uint64_t kOverlapBit = uint64_t{1} << 63;
-}  // namespace
-
-bool Engine::submitted(Op& op, size_t i, const Status& st, uint64_t ticket, Status* out) {
-  if (st.isError()) {
-    *out = st;
-    return false;
-  }
-  op.local[i] = ticket | (xfersInFlight_ ? kOverlapBit : 0);
-  ++localPending_;
-  localWorkCounters().steps.fetch_add(1, std::memory_order_relaxed);
-  return false;
-}
-
-bool Engine::localDone(Op& op, size_t i, Status* st) {
-  uint64_t& t = op.local[i];
-  bool fin = false;
-  *st = op.lw->done(t & ~kOverlapBit, &fin);
-  if (st->isError()) return false;
-  if (!fin) {
-    // Another chunk's transfer is posted and not yet complete while this
-    // step's work runs: the pipeline overlaps.
-    if (xfersInFlight_) t |= kOverlapBit;
-    return false;
-  }
-  --localPending_;
-  if (t & kOverlapBit) localWorkCounters().overlapped.fetch_add(1, std::memory_order_relaxed);
-  return true;
-}
-
-bool Engine::reduceStep(Op& op, size_t i, Status* st) {
-  const Step& s = op.schedule().steps[i];
-  const size_t count = s.bytes / op.args.eltSize;
-  if (op.lw) {
-    uint64_t t = 0;
-    Status ss = s.kind == StepKind::Divide
-                    ? op.lw->submitDivide(bind(op, s.dst), count, op.dtype,
-                                          static_cast<uint64_t>(nranks_), &t)
-                    : op.lw->submitReduce(bind(op, s.dst), bind(op, s.a), bind(op, s.b), count,
-                                          op.dtype, op.args.op, &t);
-    return submitted(op, i, ss, t, st);
-  }
-  const bool timed = tel_ && op.rec.timeWork;
-  const uint64_t t0 = timed ? nowNs() : 0;
-  if (s.kind == StepKind::Divide)
-    divideByCount(bind(op, s.dst), count, op.dtype, static_cast<uint64_t>(nranks_));
-  else
-    reduceHost(bind(op, s.dst), bind(op, s.a), bind(op, s.b), count, op.dtype, op.args.op);
-  if (timed) op.rec.addWork(telemetry::SpanKind::Reduce, t0, nowNs(), spans_);
-  return true;
-}
-
-bool Engine::copyStep(Op& op, size_t i, Status* st) {
-  const Step& s = op.schedule().steps[i];
-  if (!s.bytes) return true;
-  if (op.lw) {
-    uint64_t t = 0;
-    Status ss = op.lw->submitCopy(bind(op, s.dst), bind(op, s.a), s.bytes, &t);
-    return submitted(op, i, ss, t, st);
-  }
-  const bool timed = tel_ && op.rec.timeWork;
-  const uint64_t t0 = timed ? nowNs() : 0;
-  memmove(bind(op, s.dst), bind(op, s.a), s.bytes);
-  if (timed) op.rec.addWork(telemetry::SpanKind::Copy, t0, nowNs(), spans_);
-  return true;
-}
-
-Endpoint* Engine::deviceRouteEndpoint(const Op& op, const Step& s) const {
-  OpPlacement p;
-  p.deviceEndpoints = true;
-  p.mem = op.mem;
-  return routeStep(p, s, rank_).device ? devEps_[s.peer] : eps_[s.peer];
-}
-
-MemType Engine::deviceRouteMem(const Op& op, const Step& s) const {
-  OpPlacement p;
-  p.deviceEndpoints = true;
-  p.mem = op.mem;
-  return routeStep(p, s, rank_).mem;
-}
-
-// Runs or posts step i (pending, dependencies done). Returns false when the
-// transport had no room (the step stays pending and blocks its peer's queue).
-bool Engine::runStep(Op& op, size_t i) {
-  const Step& s = op.schedule().steps[i];
-  Completion& c = op.comps[i];
-  Status st;
-  bool local = false;  // handed to op.lw, not done yet
-  switch (s.kind) {
-    case StepKind::Send:
-      if (throttleNsPerByte_ > 0) {
-        const uint64_t now = nowNs();
-        if (now < throttleNextNs_) return false;
-        throttleNextNs_ = std::max(throttleNextNs_, now) +
-                          static_cast<uint64_t>(static_cast<double>(s.bytes) * throttleNsPerByte_);
-      }
-      c.reset();
-      c.stamp = op.rec.stamp;
-      st = endpoint(op, s)->postSend(bind(op, s.a), s.bytes, op.tag, memOf(op, s), &c);
-      if (tel_ && st.code() != kNoResource) op.rec.sent[peerTx_[s.peer]] += s.bytes;
-      break;
-    case StepKind::Recv:
-      c.reset();
-      st = endpoint(op, s)->postRecv(bind(op, s.dst), s.bytes, op.tag, memOf(op, s), &c);
-      if (st.isOk()) noteRecv(op, c);
-      break;
-    case StepKind::RecvReduce:
-      c.reset();
-      st = endpoint(op, s)->postRecv(bind(op, s.b), s.bytes, op.tag, memOf(op, s), &c);
-      if (st.isOk()) {
-        noteRecv(op, c);
-        local = !reduceStep(op, i, &st);
-      }
-      break;
-    case StepKind::Copy:
-      local = !copyStep(op, i, &st);
-      break;
-    case StepKind::Reduce:
-    case StepKind::Divide:
-      local = !reduceStep(op, i, &st);
-      break;
-  }
-  if (st.code() == kNoResource) return false;
-  if (st.isError()) {
-    fail(st.withContext(strFormat("rank %d: %s", rank_, op.describe().c_str())));
-    return true;
-  }
-  if (st.code() == WEFT_IN_PROGRESS) {
-    op.state[i] = Op::kPosted;
-    ++xfersInFlight_;
-  } else if (local) {
-    op.state[i] = Op::kLocal;
-  } else {
-    op.state[i] = Op::kDone;
-    op.doneCount++;
-  }
-  return true;
-}
-
-// Step i finished after it was posted or handed to local work.
-void Engine::stepDone(Op& op, size_t i) {
-  op.state[i] = Op::kDone;
-  op.doneCount++;
-  if (i == op.firstPending) op.firstPending++;
-}
-
-bool Engine::advanceOp(Op& op, std::vector<uint32_t>& sendGen, std::vector<uint32_t>& recvGen,
-                       uint32_t gen, size_t* budget) {
-  bool moved = false;
-  const size_t n = op.schedule().steps.size();
-  for (size_t i = op.firstPending; i < n && (*budget) > 0; ++i, --*budget) {
-    uint8_t st = op.state[i];
-    if (st == Op::kDone) {
-      if (i == op.firstPending) op.firstPending++;
-      continue;
-    }
-    const Step& s = op.schedule().steps[i];
-    const bool isSend = s.kind == StepKind::Send;
-    const bool isRecv = s.kind == StepKind::Recv || s.kind == StepKind::RecvReduce;
-    if (st == Op::kPosted) {
-      Completion& c = op.comps[i];
-      if (!c.done) continue;
-      --xfersInFlight_;
-      if (c.status.isError()) {
-        fail(c.status.withContext(strFormat("rank %d: %s", rank_, op.describe().c_str())));
-        return true;
-      }
-      if (s.kind != StepKind::Send) noteRecv(op, c);
-      Status ls;
-      if (s.kind == StepKind::RecvReduce && !reduceStep(op, i, &ls)) {
-        if (ls.isError()) {
-          fail(ls.withContext(strFormat("rank %d: %s", rank_, op.describe().c_str())));
-          return true;
-        }
-        op.state[i] = Op::kLocal;
-        moved = true;
-        continue;
-      }
-      stepDone(op, i);
-      moved = true;
-      continue;
-    }
-    if (st == Op::kLocal) {
-      Status ls;
-      if (!localDone(op, i, &ls)) {
-        if (ls.isError()) {
-          fail(ls.withContext(strFormat("rank %d: %s", rank_, op.describe().c_str())));
-          return true;
-        }
-        continue;
-      }
-      stepDone(op, i);
-      moved = true;
-      continue;
-    }
-    if ((isSend && sendGen[s.peer] == gen) || (isRecv && recvGen[s.peer] == gen)) continue;
-    bool ready = true;
-    for (uint32_t d = 0; d < s.depCount && ready; ++d)
-      ready = op.state[op.schedule().deps[s.depBegin + d]] == Op::kDone;
-    if (ready && runStep(op, i)) {
-      moved = true;
-      if (!error_.isOk()) return true;
-      if (op.state[i] == Op::kDone && i == op.firstPending) op.firstPending++;
-      continue;
-    }
-    // Not ready, or no room: later messages to/from this peer must wait.
-    if (isSend) sendGen[s.peer] = gen;
-    if (isRecv) recvGen[s.peer] = gen;
-  }
-  if (op.doneCount == n) finishOp(op, Status());
-  return moved;
 }
 
 void Engine::nextGen() {
@@ -558,7 +228,7 @@ bool Engine::passOverOps() {
       }
       continue;
     }
-    moved |= advanceOp(*op, sendGen_, recvGen_, gen_, &budget);
+    moved |= advanceOp(*op, &budget);
     if (!error_.isOk()) return true;
     if (budget == 0) break;
   }
@@ -581,18 +251,12 @@ bool Engine::progress() {
     moved = passOverOps();
     if (!error_.isOk()) return true;
   }
-  // Every op finished in that pass (sends the transports took at once,
-  // receives their buffered bytes satisfied): no poll this round. A
-  // broadcast root, or a rank whose data arrived with an earlier read,
-  // then makes no system call for the op; the next progress() polls.
-  // Every 32nd such round still polls: a rank that only ever sends keeps
-  // hearing of its peers (hangups, a transport's own messages).
-  bool allDone = moved && std::all_of(ops_.begin(), ops_.end(),
-                                      [](const std::unique_ptr<Op>& o) { return o->finished; });
-  if (allDone && ++unpolled_ >= 32) allDone = false;
-  if (!allDone) unpolled_ = 0;
+  // No poll when that pass finished everything (pollUnlessDone).
+  const bool allDone =
+      moved && std::all_of(ops_.begin(), ops_.end(),
+                           [](const std::unique_ptr<Op>& o) { return o->finished; });
   bool active = false;
-  if (!allDone && !pollTransports(&active)) return true;
+  if (!pollUnlessDone(allDone, &active)) return true;
   if (ops_.empty()) {
     lastNowNs_.store(nowNs(), std::memory_order_relaxed);
     return moved;
@@ -600,13 +264,13 @@ bool Engine::progress() {
   moved |= passOverOps();
   if (!error_.isOk()) return true;
   while (!ops_.empty() && ops_.front()->finished) {
-    retire(ops_.front());
+    recycle(ops_.front());
     ops_.pop_front();
   }
   if (std::any_of(ops_.begin(), ops_.end(),
                   [](const std::unique_ptr<Op>& o) { return o->finished; })) {
     for (auto& o : ops_)
-      if (o->finished) retire(o);
+      if (o->finished) recycle(o);
     ops_.erase(
         std::remove_if(ops_.begin(), ops_.end(), [](const std::unique_ptr<Op>& o) { return !o; }),
         ops_.end());
@@ -633,151 +297,10 @@ bool Engine::pollTransports(bool* active) {
   return true;
 }
 
-void Engine::endRound(bool moved, bool active) {
-  // At most one clock read per round, which idleWait (following every
-  // round) reuses, and while nothing moves only every 16th round: a poll
-  // round of the shm FIFOs takes tens of nanoseconds, and reading the
-  // clock every round was 13% of a small collective's time. The spin
-  // budget and the stall checks it serves count microseconds and seconds.
-  if (moved || active || ++idleCalls_ >= 16) {
-    idleCalls_ = 0;
-    // An op that finished in this round read the clock for its record.
-    const uint64_t now = roundClockNs_ ? roundClockNs_ : nowNs();
-    lastNowNs_.store(now, std::memory_order_relaxed);
-    if (moved) {
-      lastProgressNs_ = now;
-    } else if (!ops_.empty() || alone_) {
-      checkStalled(now);
-    }
-  }
-}
-
-Op& Engine::aloneOp() {
-  if (!aloneOp_) aloneOp_.reset(new Op());
-  Op& op = *aloneOp_;
-  // What runAlone and fillOp do not set again: the record, the run's state.
-  new (&op.rec) telemetry::OpRecord;
-  op.firstPending = 0;
-  op.doneCount = 0;
-  op.finished = false;
-  op.status = Status();
-  return op;
-}
-
-Status Engine::runAlone(Op& op, const std::atomic<bool>& aborting) {
-  const size_t n = op.schedule().steps.size();
-  if (!op.enqueueNs) op.enqueueNs = op.rec.entryNs ? op.rec.entryNs : nowNs();
-  op.state.assign(n, Op::kPending);
-  if (op.comps.size() < n) op.comps.resize(n);
-  op.lw = nullptr;
-  op.deviceEps = false;
-  op.mem = MemType::Host;
-  if (!error_.isOk()) {
-    finishOp(op, error_);
-    return op.status;
-  }
-  const size_t need = op.schedule().scratchBytes;
-  if (op.scratch && op.scratchLen < need) dropScratch(op);
-  if (need && !op.scratch) {
-    Status st = takeScratch(op);
-    if (st.isError()) {
-      finishOp(op, st.withContext(strFormat("rank %d: %s", rank_, op.describe().c_str())));
-      return op.status;
-    }
-  }
-  if (n == 0) {
-    finishOp(op, Status());
-    return op.status;
-  }
-  lastProgressNs_ = op.enqueueNs;
-  alone_ = &op;
-  // The rounds of progress(), for this one op: its ready steps are posted
-  // before the first poll; then poll, advance, wait while idle.
-  int idle = 0;
-  bool polled = false;
-  for (;;) {
-    // The first round's clock is the call's (a few hundred nanoseconds old).
-    roundClockNs_ = polled ? 0 : op.enqueueNs;
-    bool active = false;
-    if (polled && !pollTransports(&active)) break;
-    nextGen();
-    size_t budget = kScanBudget;
-    const bool moved = advanceOp(op, sendGen_, recvGen_, gen_, &budget);
-    if (!error_.isOk()) break;
-    if (op.finished) {
-      // Done without a poll (sends taken at once): every 32nd such op
-      // still polls, as progress() does, so that a rank that only sends
-      // keeps hearing of its peers.
-      if (!polled && ++unpolled_ >= 32 && !pollTransports(&active)) break;
-      if (polled || unpolled_ >= 32) unpolled_ = 0;
-      endRound(true, active);
-      break;
-    }
-    polled = true;
-    endRound(moved, active);
-    if (!error_.isOk()) break;
-    if (aborting.load(std::memory_order_relaxed)) {
-      fail(Status(WEFT_ERR_ABORTED, "communicator was aborted"));
-      break;
-    }
-    idle = moved || active ? 0 : idle + 1;
-    if (idle) idleWait(idle);
-  }
-  alone_ = nullptr;
-  // A large buffer goes back to the pool, as a queued op's does.
-  if (op.scratchLen > kKeepScratch) dropScratch(op);
-  return op.status;
-}
-
-void Engine::checkStalled(uint64_t now) {
-  const double idleS = static_cast<double>(now - lastProgressNs_) * 1e-9;
-  if (idleS < 1.0) return;
-  // The peers the oldest unfinished op waits for.
-  std::vector<int> waiting;
-  const Op* oldest = alone_ && !alone_->finished ? alone_ : nullptr;
-  for (auto& op : ops_) {
-    if (oldest) break;
-    if (!op->finished) oldest = op.get();
-  }
-  if (!oldest) return;
-  if (oldest->runner) {
-    oldest->runner->waitingFor(&waiting);
-  } else {
-    for (size_t i = oldest->firstPending; i < oldest->state.size(); ++i) {
-      const Step& s = oldest->schedule().steps[i];
-      if (oldest->state[i] == Op::kDone || s.peer < 0) continue;
-      if (std::find(waiting.begin(), waiting.end(), s.peer) == waiting.end())
-        waiting.push_back(s.peer);
-      if (waiting.size() >= 8) break;
-    }
-  }
-  if (tel_) tel_->checkStall(oldest->rec, waiting, now);
-  if (now - lastLivenessNs_ > 1000000000ull) {
-    lastLivenessNs_ = now;
-    for (int p : waiting) {
-      Status st = owners_[p] ? owners_[p]->checkPeer(p) : Status();
-      if (st.isError()) {
-        fail(st.withContext(strFormat("rank %d: %s", rank_, oldest->describe().c_str())));
-        return;
-      }
-    }
-  }
-  if (idleS < cfg_.timeoutS) return;
-  std::string who;
-  for (int p : waiting) {
-    if (!who.empty()) who += ", ";
-    who += strFormat("rank %d (%s, pid %d)", p, peers_[p].hostname.c_str(), peers_[p].pid);
-  }
-  if (localPending_) {
-    const LocalWork* lw = local_         ? local_.get()
-                          : streamLocal_ ? streamLocal_.get()
-                                         : deviceLocal_.get();
-    who += strFormat("%s%zu local step(s) (%s)", who.empty() ? "" : ", ", localPending_,
-                     lw ? lw->name() : "?");
-  }
-  fail(Status(WEFT_ERR_TIMEOUT,
-              strFormat("rank %d: %s made no progress for %.0f s (WEFT_TIMEOUT_S); waiting for %s",
-                        rank_, oldest->describe().c_str(), idleS, who.c_str())));
+bool Engine::pollUnlessDone(bool allDone, bool* active) {
+  if (allDone && ++unpolled_ < 32) return true;
+  unpolled_ = 0;
+  return pollTransports(active);
 }
 
 }  // namespace weft

@@ -21,6 +21,11 @@
 // one op with the same steps, polls, waits and checks, on the caller's
 // thread.
 //
+// Whoever waits for the engine (a blocking call, the comm's progress
+// thread, destroy, runAlone) runs one loop, drive(): rounds until the
+// caller's condition holds, idle waits between them, the lock let go for
+// those waits when the caller has one to let go.
+//
 // A failure breaks the in-order matching with every peer, so it is sticky:
 // all pending and later ops fail with the first error until the
 // communicator is destroyed or aborted.
@@ -30,13 +35,17 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/cpu.h"
+#include "core/mutex.h"
 #include "exec/local_work.h"
 #include "exec/op.h"
+#include "exec/placement.h"
 #include "telemetry/telemetry.h"
 #include "transports/transport.h"
 
@@ -76,6 +85,29 @@ class Engine {
   void sleepIdle(const IdleWait& w) const;
   void idleWait(int idleRounds, int maxUs = 1000) { sleepIdle(prepareIdle(idleRounds, maxUs)); }
   bool busy() const { return !ops_.empty() || alone_; }
+  // What drive() runs until, and how it waits.
+  struct Drive {
+    // The caller's wait is over: checked under the lock before and after
+    // every round.
+    std::function<bool()> done;
+    // Set (by a thread that does not hold the lock): the drive ends before
+    // the next round.
+    const std::atomic<bool>* cancel = nullptr;
+    // Passed after a round: the drive ends. The engine's own stall timeout
+    // (Config::timeoutS) fails the ops regardless.
+    const Deadline* deadline = nullptr;
+    int maxSleepUs = 1000;  // the idle wait's longest sleep (prepareIdle's maxUs)
+    // The comm's lock, held or not at the start: taken before every round,
+    // and after every round let go for the wait (prepareIdle under it,
+    // sleepIdle without it), so that other threads get it between rounds
+    // even while ops move. nullptr: the caller holds the lock throughout (or
+    // runs the engine alone) and only idle rounds wait.
+    std::unique_lock<Mutex>* lock = nullptr;
+  };
+  enum class DriveEnd { kDone, kCancelled, kExpired };
+  // Rounds of progress() (of runAlone's op while it runs) until d.done(),
+  // d.cancel or d.deadline; returns which, with d.lock held.
+  DriveEnd drive(const Drive& d);
   // Frees the scratch kept for later ops (the spare pool and the recycled
   // ops' small buffers; a GPU backend's go back to its cache) and returns
   // the bytes let go. Nothing while ops are in flight (returns 0).
@@ -93,9 +125,10 @@ class Engine {
   // Runs `op` (aloneOp(), filled) to its end on the calling thread, which
   // holds the communicator's lock throughout, as a blocking arena op does:
   // the same steps, polls, waits, stall checks and timeouts as progress(),
-  // without the queue and its bookkeeping (a blocking 8-byte allreduce over
-  // ucx spent a fifth of its instructions there). `aborting` (set before
-  // abort takes the lock) fails it. Returns the op's status.
+  // without the queue and its bookkeeping, a large share of a small blocking
+  // call's instructions (figures: docs/performance.md, "The engine's
+  // figures"). `aborting` (set before abort takes the lock) fails it.
+  // Returns the op's status.
   Status runAlone(Op& op, const std::atomic<bool>& aborting);
   // The sticky error (ok while healthy).
   const Status& error() const { return error_; }
@@ -121,12 +154,39 @@ class Engine {
   void setTelemetry(telemetry::Telemetry* tel, std::vector<int> peerTransport) {
     tel_ = tel;
     peerTx_ = std::move(peerTransport);
-    spans_ = tel && tel->wantSpans();
   }
 
  private:
-  bool advanceOp(Op& op, std::vector<uint32_t>& sendGen, std::vector<uint32_t>& recvGen,
-                 uint32_t gen, size_t* budget);
+  // The queue (engine.cc).
+  // Decides where `op` runs (exec/placement.h's placeOp): its endpoint set,
+  // MemType and local-work backend; an error when it cannot run here.
+  Status place(Op& op);
+  void finishOp(Op& op, const Status& st);
+  // One pass over the queued ops in order: gates, runners, and every op's
+  // steps. True if anything moved; stops early on an error (error_ set).
+  bool passOverOps();
+  // A new pass over the steps: peers marked blocked (sendGen_, recvGen_) in
+  // earlier passes are free again.
+  void nextGen();
+  // One poll of every transport; false after an error (error_ set).
+  // *active: bytes moved without completing anything.
+  bool pollTransports(bool* active);
+  // The round's poll, skipped when `allDone`: the round's pass before it
+  // finished everything in flight (sends the transports took at once,
+  // receives their buffered bytes satisfied). A broadcast root, or a rank
+  // whose data arrived with an earlier read, then makes no system call for
+  // the op; the next round polls. Every 32nd such round still polls: a rank
+  // that only ever sends keeps hearing of its peers (hangups, a transport's
+  // own messages). False after an error.
+  bool pollUnlessDone(bool allDone, bool* active);
+  // Some op in ops_ moves its data through cuda_ipc, whose copies finish on
+  // the GPU and ring no doorbell.
+  bool deviceOpsInFlight() const;
+
+  // One op's steps (op_steps.cc).
+  // Advances `op`'s steps in schedule order within this pass (gen_), at
+  // most *budget of them; true if anything moved.
+  bool advanceOp(Op& op, size_t* budget);
   bool runStep(Op& op, size_t i);
   void stepDone(Op& op, size_t i);
   // A receive of `op` completed with `c` (first byte, arrival stamp).
@@ -138,67 +198,76 @@ class Engine {
   bool submitted(Op& op, size_t i, const Status& st, uint64_t ticket, Status* out);
   // A kLocal step: true when its work finished (*st: the backend's error).
   bool localDone(Op& op, size_t i, Status* st);
-  void finishOp(Op& op, const Status& st);
-  void checkStalled(uint64_t now);
-  bool passOverOps();
-  // A new pass over the steps: peers marked blocked (sendGen_, recvGen_) in
-  // earlier passes are free again.
-  void nextGen();
-  // One poll of every transport; false after an error (error_ set).
-  // *active: bytes moved without completing anything.
-  bool pollTransports(bool* active);
-  // The end of a round: the clock for idleWait, and the stall checks.
-  void endRound(bool moved, bool active);
   uint8_t* bind(Op& op, BufRef ref) const;
-  // The endpoint and MemType of transfer step `s` (exec/placement.h's routeStep).
-  Endpoint* endpoint(const Op& op, const Step& s) const {
-    return op.deviceEps ? deviceRouteEndpoint(op, s) : eps_[s.peer];
-  }
-  MemType memOf(const Op& op, const Step& s) const {
-    return op.deviceEps ? deviceRouteMem(op, s) : MemType::Host;
-  }
-  Endpoint* deviceRouteEndpoint(const Op& op, const Step& s) const;
-  MemType deviceRouteMem(const Op& op, const Step& s) const;
-  // Scratch buffers are reused across ops (no allocation, no zeroing per op).
+
+  // The end of a round: the clock for idleWait, and the stall checks
+  // (stall_check.cc).
+  void endRound(bool moved, bool active);
+  void checkStalled(uint64_t now);
+
+  // One round of runAlone's op, as progress() is one of the queue's: the
+  // first posts its ready steps before any poll, the others poll first
+  // (drive.cc).
+  bool aloneRound();
+
+  // Memory kept between ops (scratch_pool.cc). Scratch buffers are reused
+  // across ops (no allocation, no zeroing per op).
   Status takeScratch(Op& op);
   // Hands op.scratch (allocated by `from`; nullptr: host) to the pool,
   // which keeps the largest few.
   void giveBackScratch(Op& op, const LocalWork* from);
   // The same for host scratch, and op.scratch is empty after.
   void dropScratch(Op& op);
-  // Takes a finished op out of ops_: scratch back to the pool, the Op to freeOps_.
-  void retire(std::unique_ptr<Op>& op);
   // Gives back its scratch and keeps it (reset) for newOp, or frees it.
   void recycle(std::unique_ptr<Op>& op);
 
+  // How many steps one round looks at, over all ops: bounds the cost of a
+  // round, and the engine stops there so that sends are still posted in
+  // order.
+  static constexpr size_t kScanBudget = 4096;
+
+  // This rank, its peers, and what reaches them.
   int rank_, nranks_;
   Config cfg_;
-  std::vector<Endpoint*> eps_;
-  std::vector<Transport*> owners_;
-  std::vector<Transport*> transports_;
+  Routes routes_;                       // the host and cuda_ipc endpoints by rank
+  std::vector<Transport*> owners_;      // by rank: the transport of its host endpoint
+  std::vector<Transport*> transports_;  // every one, polled each round
   std::vector<PeerInfo> peers_;
+
+  // The ops: queued in issue order, or runAlone's; the sticky error.
   std::deque<std::unique_ptr<Op>> ops_;
   std::unique_ptr<Op> aloneOp_;  // runAlone's op, kept between calls
   Op* alone_ = nullptr;          // ... while it runs
-  std::vector<std::unique_ptr<Op>> freeOps_;  // finished ops, for newOp()
   Status error_;
-  uint64_t lastProgressNs_ = 0;
-  uint64_t lastLivenessNs_ = 0;
+
+  // The rounds (progress(), aloneRound()).
+  // By peer: the pass (gen_) that found its next send / receive blocked.
+  std::vector<uint32_t> sendGen_, recvGen_;
   uint32_t gen_ = 0;
-  bool fresh_ = false;         // ops were enqueued since the last progress()
-  int idleCalls_ = 0;          // progress() calls since the clock was last read
+  bool fresh_ = false;         // ops to post before the next round's poll (enqueue, runAlone)
   int unpolled_ = 0;           // rounds in a row that skipped the transports' poll
   uint64_t lastActivity_ = 0;  // the transports' activity() summed, at the last poll
-  uint64_t roundClockNs_ =
-      0;  // the clock as finishOp read it in this progress() round (0: not read)
+  // The clock as finishOp read it in this round (0: not read).
+  uint64_t roundClockNs_ = 0;
+  // WEFT_TEST_THROTTLE_MBPS (test builds): sends wait until this time, which
+  // each send pushes on by its bytes at that rate.
+  uint64_t throttleNextNs_ = 0;
+
+  // The round's clock and the stall checks (stall_check.cc).
+  int idleCalls_ = 0;                   // rounds since the clock was last read
+  std::atomic<uint64_t> lastNowNs_{0};  // the clock at the end of the last round
+  uint64_t lastProgressNs_ = 0;
+  uint64_t lastLivenessNs_ = 0;  // the transports were last asked about peers
+
+  // The idle wait (idle_wait.cc).
   SpinBudget spin_;
-  uint64_t lastIdleNs_ = 0;
-  std::atomic<uint64_t> lastNowNs_{0};  // the clock at the end of the last progress()
-  bool oversubscribed_ = false;         // more ranks on this host than cores
-  uint64_t idleSinceNs_ = 0;
-  bool doorbells_ = false;  // a transport can wake this rank from sleepArmed()
-  std::vector<uint32_t> sendGen_, recvGen_;
+  uint64_t idleSinceNs_ = 0;       // the clock when this idle period began
+  uint64_t lastIdleNs_ = 0;        // ... at the last prepareIdle()
+  bool oversubscribed_ = false;    // more ranks on this host than cores
+  bool doorbells_ = false;         // a transport can wake this rank from sleepArmed()
   std::vector<::pollfd> pollFds_;  // set at construction; sleepIdle() polls a copy
+
+  // Memory kept between ops (scratch_pool.cc).
   struct Spare {
     size_t len;
     ScratchPtr buf;
@@ -208,22 +277,16 @@ class Engine {
   // Host scratch up to this size stays with a recycled op (recycle).
   static constexpr size_t kKeepScratch = 64 << 10;
   std::vector<Spare> spare_;
-  // WEFT_TEST_THROTTLE_MBPS (test builds): sends wait until this time, which
-  // each send pushes on by its bytes at that rate.
-  uint64_t throttleNextNs_ = 0;
-  double throttleNsPerByte_ = 0;
-  telemetry::Telemetry* tel_ = nullptr;
-  std::vector<int> peerTx_;
-  bool spans_ = false;
+  std::vector<std::unique_ptr<Op>> freeOps_;  // finished ops, for newOp()
+
   // Local work on a backend (nullptr: host, inline), the steps it has in
   // flight, and the transfers in flight (for the overlap count).
   std::unique_ptr<LocalWork> local_, streamLocal_, deviceLocal_;
-  std::vector<Endpoint*> devEps_;  // cuda_ipc, by rank (setDeviceTransport)
-  std::vector<bool> hasDevEp_;
-  bool anyDevEp_ = false;  // some entry of hasDevEp_ is set
   size_t localPending_ = 0;
-  size_t deviceOps_ = 0;  // ops in ops_ whose transfers go through cuda_ipc
   size_t xfersInFlight_ = 0;
+
+  telemetry::Telemetry* tel_ = nullptr;
+  std::vector<int> peerTx_;
 };
 
 }  // namespace weft

@@ -16,7 +16,7 @@ Engine::IdleWait Engine::prepareIdle(int idleRounds, int maxUs) {
   IdleWait w;
   // Local work cannot wake a sleeping engine, nor can cuda_ipc (its copies
   // finish on the GPU; no doorbell): look again soon.
-  const bool noWake = localPending_ || deviceOps_;
+  const bool noWake = localPending_ || deviceOpsInFlight();
   if (noWake) maxUs = std::min(maxUs, 50);
   const uint64_t now = lastNowNs_.load(std::memory_order_relaxed);
   if (idleRounds <= 1) {

@@ -1,5 +1,7 @@
 #include "exec/placement.h"
 
+#include <algorithm>
+
 namespace weft {
 
 Status placeOp(const PlacementFacts& f, int nranks, OpPlacement* out) {
@@ -40,7 +42,7 @@ StepRoute routeStep(const OpPlacement& p, const Step& s, int rank) {
 }
 
 Status checkRoutes(const OpPlacement& p, const Schedule& sched, int rank,
-                   const std::vector<bool>& hasDevice) {
+                   const std::vector<Endpoint*>& deviceEps) {
   for (const Step& s : sched.steps) {
     const bool xfer =
         s.kind == StepKind::Send || s.kind == StepKind::Recv || s.kind == StepKind::RecvReduce;
@@ -51,11 +53,25 @@ Status checkRoutes(const OpPlacement& p, const Schedule& sched, int rank,
           WEFT_ERR_INTERNAL,
           strFormat("rank %d: a direct device op sends to itself (no device self endpoint)", rank));
     if (r.device &&
-        (s.peer < 0 || static_cast<size_t>(s.peer) >= hasDevice.size() || !hasDevice[s.peer]))
+        (s.peer < 0 || static_cast<size_t>(s.peer) >= deviceEps.size() || !deviceEps[s.peer]))
       return Status(WEFT_ERR_INTERNAL,
                     strFormat("rank %d: no cuda_ipc endpoint to rank %d", rank, s.peer));
   }
   return Status();
+}
+
+void Routes::setDevice(std::vector<Endpoint*> eps) {
+  eps.resize(host_.size(), nullptr);
+  const bool any = std::any_of(eps.begin(), eps.end(), [](Endpoint* e) { return e != nullptr; });
+  device_ = any ? std::move(eps) : std::vector<Endpoint*>();
+}
+
+Routes::Post Routes::devicePost(const Op& op, const Step& s) const {
+  OpPlacement p;
+  p.deviceEndpoints = true;
+  p.mem = op.mem;
+  const StepRoute r = routeStep(p, s, rank_);
+  return Post{r.device ? device_[s.peer] : host_[s.peer], r.mem};
 }
 
 }  // namespace weft

@@ -10,7 +10,8 @@
 // communicator moves its data through cuda_ipc, staged or direct, so that
 // two ranks never disagree on which FIFO carries a message: staging is
 // mapped pinned memory, which cuda_ipc's copies read and write as well.
-// Host-memory ops keep the host endpoints.
+// Host-memory ops keep the host endpoints. The engine holds both sets in a
+// Routes and asks it, per transfer step, where to post.
 #pragma once
 
 #include <string>
@@ -18,6 +19,7 @@
 
 #include "algo/schedule.h"
 #include "core/status.h"
+#include "exec/op.h"
 #include "transports/transport.h"
 
 namespace weft {
@@ -58,9 +60,43 @@ struct StepRoute {
 StepRoute routeStep(const OpPlacement& p, const Step& s, int rank);
 
 // Checks, before an op is queued, that every transfer of `sched` placed `p`
-// has an endpoint (hasDevice[peer] for those routed to cuda_ipc); an
+// has an endpoint (deviceEps[peer] set for those routed to cuda_ipc); an
 // INTERNAL error naming the first peer without one.
 Status checkRoutes(const OpPlacement& p, const Schedule& sched, int rank,
-                   const std::vector<bool>& hasDevice);
+                   const std::vector<Endpoint*>& deviceEps);
+
+// An engine's two endpoint sets by rank, and where each transfer step of an
+// op placed by placeOp (Op::deviceEps, Op::mem) is posted: routeStep's
+// answer, on these endpoints.
+class Routes {
+ public:
+  // hostEps[peer]: the host endpoint of every rank, this rank's own included.
+  Routes(int rank, std::vector<Endpoint*> hostEps) : rank_(rank), host_(std::move(hostEps)) {}
+  // The cuda_ipc endpoints by rank (nullptr for this rank and unreached
+  // ones). Before any op.
+  void setDevice(std::vector<Endpoint*> eps);
+  // Some rank has a cuda_ipc endpoint (PlacementFacts::deviceEndpoints).
+  bool anyDevice() const { return !device_.empty(); }
+  // checkRoutes on this engine's cuda_ipc endpoints.
+  Status check(const OpPlacement& p, const Schedule& sched) const {
+    return checkRoutes(p, sched, rank_, device_);
+  }
+  struct Post {
+    Endpoint* ep;
+    MemType mem;
+  };
+  // Transfer step `s` of `op`: its endpoint and MemType. Host ops (all but
+  // the stream-ordered ones of a one-host comm with CUDA IPC) take the host
+  // set without asking routeStep.
+  Post post(const Op& op, const Step& s) const {
+    return op.deviceEps ? devicePost(op, s) : Post{host_[s.peer], MemType::Host};
+  }
+
+ private:
+  Post devicePost(const Op& op, const Step& s) const;
+  int rank_;
+  std::vector<Endpoint*> host_;
+  std::vector<Endpoint*> device_;  // empty when no rank has one
+};
 
 }  // namespace weft
