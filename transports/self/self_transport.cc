@@ -7,7 +7,7 @@
 
 #include "core/tag.h"
 #include "core/log.h"
-#include "transports/self/ring_queue.h"
+#include "transports/base/ring_queue.h"
 #include "transports/transport.h"
 
 namespace weft {

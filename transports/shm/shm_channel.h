@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "transports/self/ring_queue.h"
+#include "transports/base/ring_queue.h"
 #include "transports/shm/shm_segment.h"
 #include "transports/transport.h"
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "net/socket.h"
-#include "transports/self/ring_queue.h"
+#include "transports/base/ring_queue.h"
 #include "transports/tcp/tcp_wire.h"
 #include "transports/transport.h"
 
