@@ -1,6 +1,6 @@
 // The cuda_ipc transport: ranks of one host exchange device-memory messages
 // through FIFOs whose slots are device memory of the receiver, written and
-// read by the copy engines (cuda_ipc_channel.h). Several ranks may share one
+// read by the copy engines (cuda_ipc_peer.h). Several ranks may share one
 // GPU (each its own process or thread), which NCCL refuses.
 //
 // Setup: localAddress() allocates, as receiver, one device FIFO per peer of
@@ -23,7 +23,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "cuda/runtime.h"
-#include "transports/cuda_ipc/cuda_ipc_channel.h"
+#include "transports/cuda_ipc/cuda_ipc_peer.h"
 #include "transports/shm/shm_segment.h"
 #include "transports/transport.h"
 
@@ -48,7 +48,7 @@ struct BlobEntry {
   uint64_t addr;                       // the same FIFO, for peers in this process
 };
 
-using CudaIpcEndpoint = ForwardingEndpoint<std::shared_ptr<CudaIpcChannel>>;
+using CudaIpcEndpoint = ForwardingEndpoint<std::shared_ptr<CudaIpcPeer>>;
 
 class CudaIpcTransport : public Transport {
  public:
@@ -58,7 +58,7 @@ class CudaIpcTransport : public Transport {
                                                                    : 0) {}
   ~CudaIpcTransport() override {
     shutdown();
-    channels_.clear();
+    peers_.clear();
     for (void* p : opened_) cuda::ipcClose(p);
     for (void* p : fifos_) cuda::deviceFree(p);
     cuda::streamDestroy(stream_);
@@ -122,7 +122,7 @@ class CudaIpcTransport : public Transport {
 
   Status progress() override {
     Status first;
-    for (auto& ch : channels_) {
+    for (auto& ch : peers_) {
       if (!ch) continue;
       Status st = ch->progress();
       if (st.isError() && first.isOk()) first = st;
@@ -131,9 +131,8 @@ class CudaIpcTransport : public Transport {
   }
 
   Status checkPeer(int peer) override {
-    if (peer < 0 || static_cast<size_t>(peer) >= channels_.size() || !channels_[peer])
-      return Status();
-    CudaIpcChannel& ch = *channels_[peer];
+    if (peer < 0 || static_cast<size_t>(peer) >= peers_.size() || !peers_[peer]) return Status();
+    CudaIpcPeer& ch = *peers_[peer];
     if (!ch.failed().isOk()) return ch.failed();
     if (watches_[peer] && watches_[peer]->exited())
       return ch.fail(Status(WEFT_ERR_REMOTE, describe(peer) + " exited"));
@@ -141,7 +140,7 @@ class CudaIpcTransport : public Transport {
   }
 
   void shutdown() override {
-    for (auto& ch : channels_)
+    for (auto& ch : peers_)
       if (ch) ch->abort();
     for (auto& seg : incoming_)
       if (seg) seg->close();
@@ -173,7 +172,7 @@ class CudaIpcTransport : public Transport {
   std::vector<void*> opened_;                            // peers', IPC-mapped
   std::vector<char*> inFifo_;                            // by sender rank
   std::vector<std::unique_ptr<shm::Segment>> incoming_;  // control, by sender, until connect
-  std::vector<std::shared_ptr<CudaIpcChannel>> channels_;
+  std::vector<std::shared_ptr<CudaIpcPeer>> peers_;
   std::vector<std::unique_ptr<shm::PidWatch>> watches_;
 };
 
@@ -256,14 +255,14 @@ Status CudaIpcTransport::connectImpl(const std::vector<int>& peers,
     usleep(sleepUs);
     if (sleepUs < 1000) sleepUs *= 2;
   }
-  channels_.resize(ctx_.nranks);
+  peers_.resize(ctx_.nranks);
   if (eps->size() < static_cast<size_t>(ctx_.nranks)) eps->resize(ctx_.nranks);
   for (int p : peers) {
-    auto ch = std::make_shared<CudaIpcChannel>(ctx_.rank, p, describe(p), std::move(out[p]),
-                                               std::move(incoming_[p]), outFifo[p], inFifo_[p],
-                                               slotBytes(), stream_);
+    auto ch = std::make_shared<CudaIpcPeer>(ctx_.rank, p, describe(p), std::move(out[p]),
+                                            std::move(incoming_[p]), outFifo[p], inFifo_[p],
+                                            slotBytes(), stream_);
     WEFT_RETURN_IF_ERROR(ch->init());
-    channels_[p] = ch;
+    peers_[p] = ch;
     (*eps)[p] = std::make_unique<CudaIpcEndpoint>(ch);
   }
   WEFT_INFO(kTransport,

@@ -1,5 +1,5 @@
 // The shm transport: ranks of one host exchange messages through FIFOs in
-// POSIX shared memory (shm_segment.h, shm_channel.h).
+// POSIX shared memory (shm_segment.h, shm_peer.h).
 //
 // Setup: localAddress() creates, as receiver, one FIFO from every other rank
 // of this host. connect() opens, as sender, the FIFO that each peer created
@@ -15,7 +15,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "transports/shm/arena.h"
-#include "transports/shm/shm_channel.h"
+#include "transports/shm/shm_peer.h"
 #include "transports/shm/shm_segment.h"
 #include "transports/transport.h"
 
@@ -31,7 +31,7 @@ struct Blob {
   uint64_t hostHash;
 };
 
-using ShmEndpoint = ForwardingEndpoint<std::shared_ptr<ShmChannel>>;
+using ShmEndpoint = ForwardingEndpoint<std::shared_ptr<ShmPeer>>;
 
 class ShmTransport : public Transport {
  public:
@@ -107,7 +107,7 @@ class ShmTransport : public Transport {
     uint32_t bell = 0;
     const bool armed = arena_->armSleep(
         [this] {
-          for (ShmChannel* ch : active_)
+          for (ShmPeer* ch : active_)
             if (ch->hasNews()) return true;
           return false;
         },
@@ -121,7 +121,7 @@ class ShmTransport : public Transport {
 
   Status progress() override {
     Status first;
-    for (ShmChannel* ch : active_) {
+    for (ShmPeer* ch : active_) {
       const uint64_t before = ch->slotsMoved();
       Status st = ch->progress();
       activity_ += ch->slotsMoved() - before;
@@ -132,9 +132,9 @@ class ShmTransport : public Transport {
   uint64_t activity() const override { return activity_; }
 
   Status checkPeer(int peer) override {
-    if (peer < 0 || static_cast<size_t>(peer) >= channels_.size() || !channels_[peer])
+    if (peer < 0 || static_cast<size_t>(peer) >= peers_.size() || !peers_[peer])
       return Status::ok();
-    ShmChannel& ch = *channels_[peer];
+    ShmPeer& ch = *peers_[peer];
     if (!ch.failed().isOk()) return ch.failed();
     if (watches_[peer] && watches_[peer]->exited())
       return ch.fail(Status(WEFT_ERR_REMOTE, describe(peer) + " exited"));
@@ -156,7 +156,7 @@ class ShmTransport : public Transport {
         for (int r = 0; r < ctx_.nranks; ++r)
           if (r != ctx_.rank) arena_->wakeIfSleeping(r);
     }
-    for (auto& ch : channels_)
+    for (auto& ch : peers_)
       if (ch) ch->abort();
     for (auto& seg : incoming_)
       if (seg) seg->close();
@@ -185,8 +185,8 @@ class ShmTransport : public Transport {
   bool addressed_ = false;
   bool connected_ = false;
   std::vector<std::unique_ptr<Segment>> incoming_;     // by sender rank, until connect
-  std::vector<std::shared_ptr<ShmChannel>> channels_;  // by peer rank
-  std::vector<ShmChannel*> active_;                    // the connected ones
+  std::vector<std::shared_ptr<ShmPeer>> peers_;        // by peer rank
+  std::vector<ShmPeer*> active_;                       // the connected ones
   std::vector<std::unique_ptr<PidWatch>> watches_;     // by peer rank
   std::unique_ptr<Segment> myBlock_;                   // this rank's arena block
   std::vector<std::unique_ptr<Segment>> blocks_;       // the other ranks' blocks
@@ -236,13 +236,13 @@ Status ShmTransport::connectImpl(const std::vector<int>& peers,
   }
   std::vector<std::unique_ptr<Segment>> out(ctx_.nranks);
   WEFT_RETURN_IF_ERROR(waitHandshake(peers, &out));
-  channels_.resize(ctx_.nranks);
+  peers_.resize(ctx_.nranks);
   if (eps->size() < static_cast<size_t>(ctx_.nranks)) eps->resize(ctx_.nranks);
   for (int p : peers) {
-    channels_[p] = std::make_shared<ShmChannel>(ctx_.rank, p, describe(p), std::move(out[p]),
-                                                std::move(incoming_[p]));
-    (*eps)[p] = std::make_unique<ShmEndpoint>(channels_[p]);
-    active_.push_back(channels_[p].get());
+    peers_[p] = std::make_shared<ShmPeer>(ctx_.rank, p, describe(p), std::move(out[p]),
+                                          std::move(incoming_[p]));
+    (*eps)[p] = std::make_unique<ShmEndpoint>(peers_[p]);
+    active_.push_back(peers_[p].get());
   }
   if (withArena) {
     std::vector<Segment*> blocks(ctx_.nranks);
@@ -255,7 +255,7 @@ Status ShmTransport::connectImpl(const std::vector<int>& peers,
     }
     arena_ = std::make_unique<Arena>(ctx_.rank, ctx_.nranks, blocks, watches, names,
                                      ctx_.config.spinUs, hostCpus(ctx_.peers, ctx_.rank));
-    for (int p : peers) channels_[p]->setWaker(arena_.get());
+    for (int p : peers) peers_[p]->setWaker(arena_.get());
   }
   WEFT_INFO(kTransport,
             "shm transport: rank %d connected to %zu peers (%d slots of %zu bytes); arena %s",

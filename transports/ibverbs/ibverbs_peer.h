@@ -1,4 +1,4 @@
-// IbPeer: the data path to one peer over nqps RC queue pairs (ib_wire.h
+// IbPeer: the data path to one peer over nqps RC queue pairs (ibverbs_wire.h
 // says what travels). It owns the QPs and their slot buffers; the transport
 // owns the protection domain, the completion queue (shared by all peers)
 // and the registration cache, and hands each work completion to the peer
@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "transports/ibverbs/credits.h"
-#include "transports/ibverbs/ib_device_verbs.h"
-#include "transports/ibverbs/ib_wire.h"
+#include "transports/ibverbs/ibverbs_device.h"
+#include "transports/ibverbs/ibverbs_wire.h"
 #include "transports/ibverbs/qp_fsm.h"
 #include "transports/ibverbs/gdr.h"
 #include "transports/ibverbs/reg_cache.h"

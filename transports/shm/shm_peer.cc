@@ -1,17 +1,17 @@
-#include "transports/shm/shm_channel.h"
+#include "transports/shm/shm_peer.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "core/tag.h"
 #include "core/log.h"
+#include "core/tag.h"
 #include "transports/shm/arena.h"
 
 namespace weft {
 namespace shm {
 
-ShmChannel::ShmChannel(int rank, int peer, std::string peerDesc, std::unique_ptr<Segment> out,
-                       std::unique_ptr<Segment> in)
+ShmPeer::ShmPeer(int rank, int peer, std::string peerDesc, std::unique_ptr<Segment> out,
+                 std::unique_ptr<Segment> in)
     : rank_(rank),
       peer_(peer),
       peerDesc_(std::move(peerDesc)),
@@ -24,14 +24,14 @@ ShmChannel::ShmChannel(int rank, int peer, std::string peerDesc, std::unique_ptr
       inSlots_(inHdr_->slots),
       inSlotBytes_(inHdr_->slotBytes) {}
 
-Status ShmChannel::checkPost(MemType mem) const {
+Status ShmPeer::checkPost(MemType mem) const {
   if (aborted_) return Status(WEFT_ERR_ABORTED, "shm transport: shut down");
   if (!failed_.isOk()) return failed_;
   if (mem != MemType::Host) return invalidArgument("shm transport: device memory is not supported");
   return Status::ok();
 }
 
-bool ShmChannel::pushSend(Op& op) {
+bool ShmPeer::pushSend(Op& op) {
   do {
     if (head_ - tailCache_ >= outSlots_) {
       tailCache_ = outHdr_->tail.load(std::memory_order_acquire);
@@ -55,20 +55,20 @@ bool ShmChannel::pushSend(Op& op) {
   return true;
 }
 
-void ShmChannel::wakePeer() {
+void ShmPeer::wakePeer() {
   if (!waker_) return;
   std::atomic_thread_fence(std::memory_order_seq_cst);
   waker_->wakeIfSleeping(peer_);
 }
 
-bool ShmChannel::hasNews() const {
+bool ShmPeer::hasNews() const {
   if (aborted_ || !failed_.isOk()) return false;
   if (!recvs_.empty() && inHdr_->head.load(std::memory_order_acquire) != tail_) return true;
   if (!sends_.empty() && outHdr_->tail.load(std::memory_order_acquire) != tailCache_) return true;
   return false;
 }
 
-Status ShmChannel::pullRecv(Op& op, bool* done) {
+Status ShmPeer::pullRecv(Op& op, bool* done) {
   *done = false;
   do {
     if (tail_ == headCache_) {
@@ -109,7 +109,7 @@ Status ShmChannel::pullRecv(Op& op, bool* done) {
   return Status::ok();
 }
 
-Status ShmChannel::postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
+Status ShmPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
   WEFT_RETURN_IF_ERROR(checkPost(mem));
   Op op{static_cast<char*>(const_cast<void*>(buf)), len, 0, tag, c};
   if (sends_.empty() && pushSend(op)) {
@@ -120,7 +120,7 @@ Status ShmChannel::postSend(const void* buf, size_t len, uint64_t tag, MemType m
   return Status::inProgress();
 }
 
-Status ShmChannel::postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
+Status ShmPeer::postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
   WEFT_RETURN_IF_ERROR(checkPost(mem));
   Op op{static_cast<char*>(buf), len, 0, tag, c};
   if (recvs_.empty()) {
@@ -139,7 +139,7 @@ Status ShmChannel::postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Co
   return Status::inProgress();
 }
 
-Status ShmChannel::progress() {
+Status ShmPeer::progress() {
   if (aborted_) return Status::ok();
   if (!failed_.isOk()) return failed_;
   while (!sends_.empty()) {
@@ -168,7 +168,7 @@ Status ShmChannel::progress() {
   return Status::ok();
 }
 
-Status ShmChannel::fail(const Status& st) {
+Status ShmPeer::fail(const Status& st) {
   if (failed_.isOk()) {
     failed_ = st;
     WEFT_WARN(kTransport, "%s", st.message().c_str());
@@ -184,7 +184,7 @@ Status ShmChannel::fail(const Status& st) {
   return st;
 }
 
-void ShmChannel::abort() {
+void ShmPeer::abort() {
   aborted_ = true;
   sends_.clear();
   recvs_.clear();
@@ -197,7 +197,7 @@ void ShmChannel::abort() {
   in_->unlink();
 }
 
-bool ShmChannel::peerLeft() const {
+bool ShmPeer::peerLeft() const {
   if (aborted_) return false;  // this side's own abort set the flags
   for (const Segment* s : {out_.get(), in_.get()})
     if (s && s->header() && s->header()->closed.load(std::memory_order_acquire)) return true;

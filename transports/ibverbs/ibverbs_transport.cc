@@ -1,7 +1,7 @@
 // The ibverbs transport: InfiniBand / RoCE through rdma-core, RC queue pairs
-// (WEFT_IB_QPS_PER_PEER per peer) on the port ib_device_verbs.h picks,
+// (WEFT_IB_QPS_PER_PEER per peer) on the port ibverbs_device.h picks,
 // eager SENDs for small messages and RDMA WRITE with immediate for large
-// ones (ib_wire.h), credit flow control (credits.h), a registration cache
+// ones (ibverbs_wire.h), credit flow control (credits.h), a registration cache
 // (reg_cache.h) and one completion queue polled by progress().
 //
 // Used only when WEFT_TRANSPORTS names it: it has not yet run on RDMA
@@ -15,7 +15,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
-#include "transports/ibverbs/ib_peer_verbs.h"
+#include "transports/ibverbs/ibverbs_peer.h"
 #include "transports/transport.h"
 
 namespace weft {

@@ -1,4 +1,4 @@
-#include "transports/cuda_ipc/cuda_ipc_channel.h"
+#include "transports/cuda_ipc/cuda_ipc_peer.h"
 
 #include <algorithm>
 
@@ -11,9 +11,9 @@ namespace cuda_ipc {
 using shm::FifoHeader;
 using shm::SlotHeader;
 
-CudaIpcChannel::CudaIpcChannel(int rank, int peer, std::string peerDesc,
-                               std::unique_ptr<shm::Segment> out, std::unique_ptr<shm::Segment> in,
-                               char* outSlots, char* inSlots, size_t slotBytes, void* stream)
+CudaIpcPeer::CudaIpcPeer(int rank, int peer, std::string peerDesc,
+                         std::unique_ptr<shm::Segment> out, std::unique_ptr<shm::Segment> in,
+                         char* outSlots, char* inSlots, size_t slotBytes, void* stream)
     : rank_(rank),
       peer_(peer),
       peerDesc_(std::move(peerDesc)),
@@ -25,12 +25,12 @@ CudaIpcChannel::CudaIpcChannel(int rank, int peer, std::string peerDesc,
       stream_(stream),
       slots_(std::min(out_->header()->slots, in_->header()->slots)) {}
 
-CudaIpcChannel::~CudaIpcChannel() {
+CudaIpcPeer::~CudaIpcPeer() {
   for (void* e : sendEvents_) cuda::eventDestroy(e);
   for (void* e : recvEvents_) cuda::eventDestroy(e);
 }
 
-Status CudaIpcChannel::init() {
+Status CudaIpcPeer::init() {
   for (uint32_t i = 0; i < slots_; ++i) {
     void* e = nullptr;
     WEFT_RETURN_IF_ERROR(cuda::eventCreate(&e));
@@ -41,7 +41,7 @@ Status CudaIpcChannel::init() {
   return Status();
 }
 
-Status CudaIpcChannel::checkPost(MemType mem) const {
+Status CudaIpcPeer::checkPost(MemType mem) const {
   if (aborted_) return Status(WEFT_ERR_ABORTED, "cuda_ipc transport: shut down");
   if (!failed_.isOk()) return failed_;
   if (mem != MemType::Cuda)
@@ -51,7 +51,7 @@ Status CudaIpcChannel::checkPost(MemType mem) const {
 
 // Copies the front sends into free slots of the peer, one slot a step, as
 // long as slots are free. A slot is published only once its copy is done.
-Status CudaIpcChannel::issueSends() {
+Status CudaIpcPeer::issueSends() {
   FifoHeader* h = out_->header();
   while (!sends_.empty()) {
     Op& op = sends_.front();
@@ -84,7 +84,7 @@ Status CudaIpcChannel::issueSends() {
 
 // Copies published slots out into the front receives, checking each slot's
 // header against the receive it fills.
-Status CudaIpcChannel::issueRecvs() {
+Status CudaIpcPeer::issueRecvs() {
   FifoHeader* h = in_->header();
   while (!recvs_.empty()) {
     Op& op = recvs_.front();
@@ -132,7 +132,7 @@ Status CudaIpcChannel::issueRecvs() {
 
 // Publishes the slots whose copies are done, in order; completes the ops
 // whose last slot that was.
-Status CudaIpcChannel::retire(std::deque<Flight>* flights, bool send) {
+Status CudaIpcPeer::retire(std::deque<Flight>* flights, bool send) {
   while (!flights->empty()) {
     bool done = false;
     Status st = cuda::eventDone(flights->front().event, &done);
@@ -149,22 +149,22 @@ Status CudaIpcChannel::retire(std::deque<Flight>* flights, bool send) {
   return Status();
 }
 
-Status CudaIpcChannel::postSend(const void* buf, size_t len, uint64_t tag, MemType mem,
-                                Completion* c) {
+Status CudaIpcPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem,
+                             Completion* c) {
   WEFT_RETURN_IF_ERROR(checkPost(mem));
   sends_.push_back(Op{static_cast<char*>(const_cast<void*>(buf)), len, 0, tag, c, false});
   WEFT_RETURN_IF_ERROR(progress());
   return c->done ? Status::ok() : Status::inProgress();
 }
 
-Status CudaIpcChannel::postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
+Status CudaIpcPeer::postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
   WEFT_RETURN_IF_ERROR(checkPost(mem));
   recvs_.push_back(Op{static_cast<char*>(buf), len, 0, tag, c, false});
   WEFT_RETURN_IF_ERROR(progress());
   return c->done ? Status::ok() : Status::inProgress();
 }
 
-Status CudaIpcChannel::progress() {
+Status CudaIpcPeer::progress() {
   if (aborted_) return Status();
   if (!failed_.isOk()) return failed_;
   WEFT_RETURN_IF_ERROR(retire(&sendFlights_, true));
@@ -178,7 +178,7 @@ Status CudaIpcChannel::progress() {
   return Status();
 }
 
-Status CudaIpcChannel::fail(const Status& st) {
+Status CudaIpcPeer::fail(const Status& st) {
   if (failed_.isOk()) {
     failed_ = st;
     WEFT_WARN(kTransport, "%s", st.message().c_str());
@@ -196,7 +196,7 @@ Status CudaIpcChannel::fail(const Status& st) {
   return st;
 }
 
-void CudaIpcChannel::abort() {
+void CudaIpcPeer::abort() {
   aborted_ = true;
   sendFlights_.clear();
   recvFlights_.clear();

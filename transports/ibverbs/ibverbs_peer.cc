@@ -1,4 +1,4 @@
-#include "transports/ibverbs/ib_peer_verbs.h"
+#include "transports/ibverbs/ibverbs_peer.h"
 
 #include <arpa/inet.h>
 

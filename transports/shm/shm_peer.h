@@ -1,4 +1,4 @@
-// ShmChannel: the data path between this rank and one peer on the same host,
+// ShmPeer: the data path between this rank and one peer on the same host,
 // over two FIFOs (shm_segment.h): `out` to the peer, `in` from it. Posted
 // operations wait in FIFOs and are matched in order; a send copies into free
 // slots at once, a recv copies out of filled slots; whatever does not fit is
@@ -19,11 +19,11 @@ namespace shm {
 
 class Arena;
 
-class ShmChannel {
+class ShmPeer {
  public:
   // `peerDesc` names the peer in errors: "rank 3 (pid 1234 on host x)".
-  ShmChannel(int rank, int peer, std::string peerDesc, std::unique_ptr<Segment> out,
-             std::unique_ptr<Segment> in);
+  ShmPeer(int rank, int peer, std::string peerDesc, std::unique_ptr<Segment> out,
+          std::unique_ptr<Segment> in);
 
   Status postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c);
   Status postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c);

@@ -1,4 +1,4 @@
-// CudaIpcChannel: the data path between this rank and one peer on the same
+// CudaIpcPeer: the data path between this rank and one peer on the same
 // host, for CUDA device memory. Two FIFOs as the shm transport's
 // (transports/shm/shm_segment.h), except that the slots' payload lives in
 // device memory owned by the receiver: the sender's copy engine writes the
@@ -28,15 +28,15 @@
 namespace weft {
 namespace cuda_ipc {
 
-class CudaIpcChannel {
+class CudaIpcPeer {
  public:
   // out / in: the control FIFOs to and from the peer. outSlots: the peer's
   // device slots for us (mapped); inSlots: ours for the peer. slotBytes:
   // bytes of one device slot. `stream` carries this channel's copies.
-  CudaIpcChannel(int rank, int peer, std::string peerDesc, std::unique_ptr<shm::Segment> out,
-                 std::unique_ptr<shm::Segment> in, char* outSlots, char* inSlots, size_t slotBytes,
-                 void* stream);
-  ~CudaIpcChannel();
+  CudaIpcPeer(int rank, int peer, std::string peerDesc, std::unique_ptr<shm::Segment> out,
+              std::unique_ptr<shm::Segment> in, char* outSlots, char* inSlots, size_t slotBytes,
+              void* stream);
+  ~CudaIpcPeer();
   // Creates the events (one per slot and direction); once, before use.
   Status init();
 
