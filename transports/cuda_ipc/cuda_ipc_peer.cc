@@ -23,7 +23,10 @@ CudaIpcPeer::CudaIpcPeer(int rank, int peer, std::string peerDesc,
       inSlots_(inSlots),
       slotBytes_(slotBytes),
       stream_(stream),
-      slots_(std::min(out_->header()->slots, in_->header()->slots)) {}
+      slots_(std::min(out_->header()->slots, in_->header()->slots)),
+      state_("cuda_ipc", rank) {
+  state_.setMemory(false, true, "cuda_ipc transport: host memory is not supported (use shm)");
+}
 
 CudaIpcPeer::~CudaIpcPeer() {
   for (void* e : sendEvents_) cuda::eventDestroy(e);
@@ -38,14 +41,6 @@ Status CudaIpcPeer::init() {
     WEFT_RETURN_IF_ERROR(cuda::eventCreate(&e));
     recvEvents_.push_back(e);
   }
-  return Status();
-}
-
-Status CudaIpcPeer::checkPost(MemType mem) const {
-  if (aborted_) return Status(WEFT_ERR_ABORTED, "cuda_ipc transport: shut down");
-  if (!failed_.isOk()) return failed_;
-  if (mem != MemType::Cuda)
-    return invalidArgument("cuda_ipc transport: host memory is not supported (use shm)");
   return Status();
 }
 
@@ -96,12 +91,8 @@ Status CudaIpcPeer::issueRecvs() {
     const SlotHeader* s = in_->slot(idx);
     if (s->tag != op.tag || s->msgLen != op.len) {
       h->broken.store(1, std::memory_order_release);
-      return fail(invalidUsage(strFormat(
-          "mismatched message from %s to rank %d (cuda_ipc): recv #%llu expects tag 0x%llx and "
-          "%zu bytes, rank %d sent tag 0x%llx and %llu bytes (mismatched collectives?)",
-          peerDesc_.c_str(), rank_, static_cast<unsigned long long>(recvSeq_),
-          static_cast<unsigned long long>(op.tag), op.len, peer_,
-          static_cast<unsigned long long>(s->tag), static_cast<unsigned long long>(s->msgLen))));
+      return fail(mismatchError("cuda_ipc", rank_, peer_, peerDesc_, recvSeq_, {op.tag, op.len},
+                                {s->tag, s->msgLen}));
     }
     const size_t part = std::min(slotBytes_, op.len - op.off);
     if (s->seq != recvSeq_ || s->partLen != part) {
@@ -151,53 +142,42 @@ Status CudaIpcPeer::retire(std::deque<Flight>* flights, bool send) {
 
 Status CudaIpcPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem,
                              Completion* c) {
-  WEFT_RETURN_IF_ERROR(checkPost(mem));
+  if (state_.refuses(mem)) return state_.checkPost(mem);
   sends_.push_back(Op{static_cast<char*>(const_cast<void*>(buf)), len, 0, tag, c, false});
   WEFT_RETURN_IF_ERROR(progress());
   return c->done ? Status::ok() : Status::inProgress();
 }
 
 Status CudaIpcPeer::postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
-  WEFT_RETURN_IF_ERROR(checkPost(mem));
+  if (state_.refuses(mem)) return state_.checkPost(mem);
   recvs_.push_back(Op{static_cast<char*>(buf), len, 0, tag, c, false});
   WEFT_RETURN_IF_ERROR(progress());
   return c->done ? Status::ok() : Status::inProgress();
 }
 
 Status CudaIpcPeer::progress() {
-  if (aborted_) return Status();
-  if (!failed_.isOk()) return failed_;
+  if (state_.aborted()) return Status();
+  if (!state_.failed().isOk()) return state_.failed();
   WEFT_RETURN_IF_ERROR(retire(&sendFlights_, true));
   WEFT_RETURN_IF_ERROR(retire(&recvFlights_, false));
   WEFT_RETURN_IF_ERROR(issueSends());
   WEFT_RETURN_IF_ERROR(issueRecvs());
   if (!sends_.empty() && out_->header()->broken.load(std::memory_order_acquire))
-    return fail(invalidUsage(strFormat(
-        "%s reported a mismatched message from rank %d (cuda_ipc; mismatched collectives?)",
-        peerDesc_.c_str(), rank_)));
+    return fail(peerReportedMismatch("cuda_ipc", rank_, peerDesc_));
   return Status();
 }
 
 Status CudaIpcPeer::fail(const Status& st) {
-  if (failed_.isOk()) {
-    failed_ = st;
-    WEFT_WARN(kTransport, "%s", st.message().c_str());
-  }
-  for (Flight& f : sendFlights_)
-    if (f.c) f.c->finish(st);
-  for (Flight& f : recvFlights_)
-    if (f.c) f.c->finish(st);
-  for (Op& op : sends_) op.c->finish(st);
-  for (Op& op : recvs_) op.c->finish(st);
-  sendFlights_.clear();
-  recvFlights_.clear();
-  sends_.clear();
-  recvs_.clear();
+  state_.fail(st);
+  finishAll(sendFlights_, st);
+  finishAll(recvFlights_, st);
+  finishAll(sends_, st);
+  finishAll(recvs_, st);
   return st;
 }
 
 void CudaIpcPeer::abort() {
-  aborted_ = true;
+  state_.abort();
   sendFlights_.clear();
   recvFlights_.clear();
   sends_.clear();

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "transports/base/posted_ops.h"
 #include "transports/shm/shm_segment.h"
 #include "transports/transport.h"
 
@@ -44,7 +45,7 @@ class CudaIpcPeer {
   Status postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c);
   Status progress();
   Status fail(const Status& st);
-  const Status& failed() const { return failed_; }
+  const Status& failed() const { return state_.failed(); }
   void abort();
 
  private:
@@ -64,7 +65,6 @@ class CudaIpcPeer {
   Status issueSends();
   Status issueRecvs();
   Status retire(std::deque<Flight>* flights, bool send);
-  Status checkPost(MemType mem) const;
 
   int rank_, peer_;
   std::string peerDesc_;
@@ -79,8 +79,7 @@ class CudaIpcPeer {
   std::deque<Flight> sendFlights_, recvFlights_;
   uint64_t headIssued_ = 0, head_ = 0, tailCache_ = 0, sendSeq_ = 0;
   uint64_t tailIssued_ = 0, tail_ = 0, headCache_ = 0, recvSeq_ = 0;
-  Status failed_;
-  bool aborted_ = false;
+  PeerState state_;
 };
 
 }  // namespace cuda_ipc

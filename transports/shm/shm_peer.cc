@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/log.h"
-#include "core/tag.h"
 #include "transports/shm/arena.h"
 
 namespace weft {
@@ -22,14 +20,8 @@ ShmPeer::ShmPeer(int rank, int peer, std::string peerDesc, std::unique_ptr<Segme
       outSlotBytes_(outHdr_->slotBytes),
       inHdr_(in_->header()),
       inSlots_(inHdr_->slots),
-      inSlotBytes_(inHdr_->slotBytes) {}
-
-Status ShmPeer::checkPost(MemType mem) const {
-  if (aborted_) return Status(WEFT_ERR_ABORTED, "shm transport: shut down");
-  if (!failed_.isOk()) return failed_;
-  if (mem != MemType::Host) return invalidArgument("shm transport: device memory is not supported");
-  return Status::ok();
-}
+      inSlotBytes_(inHdr_->slotBytes),
+      state_("shm", rank) {}
 
 bool ShmPeer::pushSend(Op& op) {
   do {
@@ -62,7 +54,7 @@ void ShmPeer::wakePeer() {
 }
 
 bool ShmPeer::hasNews() const {
-  if (aborted_ || !failed_.isOk()) return false;
+  if (!state_.live()) return false;
   if (!recvs_.empty() && inHdr_->head.load(std::memory_order_acquire) != tail_) return true;
   if (!sends_.empty() && outHdr_->tail.load(std::memory_order_acquire) != tailCache_) return true;
   return false;
@@ -78,12 +70,8 @@ Status ShmPeer::pullRecv(Op& op, bool* done) {
     const SlotHeader* s = in_->slot(tailIdx_);
     if (s->tag != op.tag || s->msgLen != op.len) {
       inHdr_->broken.store(1, std::memory_order_release);
-      return fail(invalidUsage(strFormat(
-          "mismatched collectives between rank %d and rank %d (shm, message #%llu from %s): "
-          "rank %d called %s (%zu bytes), rank %d called %s (%llu bytes)",
-          rank_, peer_, static_cast<unsigned long long>(recvSeq_), peerDesc_.c_str(), rank_,
-          describeTag(op.tag).c_str(), op.len, peer_, describeTag(s->tag).c_str(),
-          static_cast<unsigned long long>(s->msgLen))));
+      return fail(mismatchError("shm", rank_, peer_, peerDesc_, recvSeq_, {op.tag, op.len},
+                                {s->tag, s->msgLen}));
     }
     size_t part = std::min(inSlotBytes_, op.len - op.off);
     if (s->seq != recvSeq_ || s->partLen != part) {
@@ -110,7 +98,7 @@ Status ShmPeer::pullRecv(Op& op, bool* done) {
 }
 
 Status ShmPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
-  WEFT_RETURN_IF_ERROR(checkPost(mem));
+  if (state_.refuses(mem)) return state_.checkPost(mem);
   Op op{static_cast<char*>(const_cast<void*>(buf)), len, 0, tag, c};
   if (sends_.empty() && pushSend(op)) {
     c->finish();
@@ -121,7 +109,7 @@ Status ShmPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem,
 }
 
 Status ShmPeer::postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
-  WEFT_RETURN_IF_ERROR(checkPost(mem));
+  if (state_.refuses(mem)) return state_.checkPost(mem);
   Op op{static_cast<char*>(buf), len, 0, tag, c};
   if (recvs_.empty()) {
     bool done = false;
@@ -140,16 +128,13 @@ Status ShmPeer::postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Compl
 }
 
 Status ShmPeer::progress() {
-  if (aborted_) return Status::ok();
-  if (!failed_.isOk()) return failed_;
+  if (state_.aborted()) return Status::ok();
+  if (!state_.failed().isOk()) return state_.failed();
   while (!sends_.empty()) {
     Op& op = sends_.front();
     if (!pushSend(op)) {
       if (outHdr_->broken.load(std::memory_order_acquire))
-        return fail(
-            invalidUsage(strFormat("%s reported a mismatched message from rank %d (shm; mismatched "
-                                   "collectives?)",
-                                   peerDesc_.c_str(), rank_)));
+        return fail(peerReportedMismatch("shm", rank_, peerDesc_));
       break;
     }
     Completion* c = op.c;
@@ -169,23 +154,14 @@ Status ShmPeer::progress() {
 }
 
 Status ShmPeer::fail(const Status& st) {
-  if (failed_.isOk()) {
-    failed_ = st;
-    WEFT_WARN(kTransport, "%s", st.message().c_str());
-  }
-  while (!sends_.empty()) {
-    sends_.front().c->finish(st);
-    sends_.pop_front();
-  }
-  while (!recvs_.empty()) {
-    recvs_.front().c->finish(st);
-    recvs_.pop_front();
-  }
+  state_.fail(st);
+  finishAll(sends_, st);
+  finishAll(recvs_, st);
   return st;
 }
 
 void ShmPeer::abort() {
-  aborted_ = true;
+  state_.abort();
   sends_.clear();
   recvs_.clear();
   // The peer maps both FIFOs: it sees that this rank left (peerLeft).
@@ -198,7 +174,7 @@ void ShmPeer::abort() {
 }
 
 bool ShmPeer::peerLeft() const {
-  if (aborted_) return false;  // this side's own abort set the flags
+  if (state_.aborted()) return false;  // this side's own abort set the flags
   for (const Segment* s : {out_.get(), in_.get()})
     if (s && s->header() && s->header()->closed.load(std::memory_order_acquire)) return true;
   return false;

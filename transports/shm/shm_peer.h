@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "transports/base/posted_ops.h"
 #include "transports/base/ring_queue.h"
 #include "transports/shm/shm_segment.h"
 #include "transports/transport.h"
@@ -34,7 +35,7 @@ class ShmPeer {
   // Puts the channel in the failed state: every pending operation completes
   // with `st`, later posts return it. Returns `st`.
   Status fail(const Status& st);
-  const Status& failed() const { return failed_; }
+  const Status& failed() const { return state_.failed(); }
   // Whether the peer ended its communicator (abort, destroy): its abort()
   // marks both FIFOs closed.
   bool peerLeft() const;
@@ -58,7 +59,6 @@ class ShmPeer {
 
   bool pushSend(Op& op);                // true once the whole message is in slots
   Status pullRecv(Op& op, bool* done);  // copies out what has arrived
-  Status checkPost(MemType mem) const;
 
   int rank_;
   int peer_;
@@ -86,8 +86,7 @@ class ShmPeer {
 
   RingQueue<Op> sends_;
   RingQueue<Op> recvs_;
-  Status failed_;
-  bool aborted_ = false;
+  PeerState state_;
   Arena* waker_ = nullptr;
   void wakePeer();
 };
