@@ -23,6 +23,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "cuda/runtime.h"
+#include "transports/base/blob.h"
 #include "transports/cuda_ipc/cuda_ipc_peer.h"
 #include "transports/shm/shm_segment.h"
 #include "transports/transport.h"
@@ -105,8 +106,7 @@ class CudaIpcTransport : public Transport {
       WEFT_RETURN_IF_ERROR(seg->create(segName(p.rank, ctx_.rank), p.rank, ctx_.rank, slots(), 1));
       incoming_[p.rank] = std::move(seg);
     }
-    blob->assign(reinterpret_cast<const char*>(&h), sizeof h);
-    blob->append(reinterpret_cast<const char*>(entries.data()), entries.size() * sizeof(BlobEntry));
+    BlobWriter(blob).put(h).putArray(entries);
     return Status();
   }
 
@@ -182,23 +182,22 @@ Status CudaIpcTransport::connectImpl(const std::vector<int>& peers,
   if (!addressed_ || connected_)
     return invalidUsage("cuda_ipc transport: connect() needs one localAddress() first, once");
   connected_ = true;
-  const size_t blobBytes =
-      sizeof(BlobHeader) + static_cast<size_t>(ctx_.nranks) * sizeof(BlobEntry);
   watches_.resize(ctx_.nranks);
   std::vector<char*> outFifo(ctx_.nranks, nullptr);
   for (int p : peers) {
     if (p < 0 || p >= ctx_.nranks || p == ctx_.rank || !incoming_[p])
       return invalidArgument(strFormat(
           "cuda_ipc transport: rank %d cannot reach rank %d (not on this host)", ctx_.rank, p));
-    if (static_cast<size_t>(p) >= blobs.size() || blobs[p].size() != blobBytes)
-      return invalidArgument(strFormat("cuda_ipc transport: bad address blob of rank %d", p));
+    BlobReader in("cuda_ipc", blobs, p);
     BlobHeader h;
-    memcpy(&h, blobs[p].data(), sizeof h);
+    if (!in.get(&h) || in.left() != static_cast<size_t>(ctx_.nranks) * sizeof(BlobEntry))
+      return in.bad();
     if (h.magic != kBlobMagic || h.hostHash != hostHash_ || h.nranks != ctx_.nranks)
       return invalidArgument(
           strFormat("cuda_ipc transport: address blob of rank %d is not from this host", p));
-    BlobEntry e;
-    memcpy(&e, blobs[p].data() + sizeof h + static_cast<size_t>(ctx_.rank) * sizeof e, sizeof e);
+    BlobEntry e;  // the FIFO rank p receives from this rank on
+    in.skip(static_cast<size_t>(ctx_.rank) * sizeof e);
+    in.get(&e);
     watches_[p] = std::make_unique<shm::PidWatch>();
     watches_[p]->watch(h.pid);
     if (h.pid == getpid()) {

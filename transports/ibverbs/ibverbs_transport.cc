@@ -15,6 +15,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "transports/base/blob.h"
 #include "transports/ibverbs/ibverbs_peer.h"
 #include "transports/transport.h"
 
@@ -180,8 +181,7 @@ Status IbTransport::localAddress(std::string* blob) {
   h.lid = sh_.port.lid;
   h.useGid = sh_.port.ethernet || sh_.port.lid == 0;
   memcpy(h.gid, sh_.port.gid.raw, 16);
-  blob->assign(reinterpret_cast<const char*>(&h), sizeof h);
-  blob->append(reinterpret_cast<const char*>(all.data()), all.size() * sizeof(QpAddr));
+  BlobWriter(blob).put(h).putArray(all);
   return Status::ok();
 }
 
@@ -191,18 +191,17 @@ Status IbTransport::connect(const std::vector<int>& peers, const std::vector<std
     return invalidUsage("ibverbs transport: connect() needs one localAddress() first, once");
   connected_ = true;
   for (int p : peers) {
+    BlobReader in("ibverbs", blobs, p);
     BlobHeader h;
-    if (p < 0 || p >= ctx_.nranks || p == ctx_.rank || static_cast<size_t>(p) >= blobs.size() ||
-        blobs[p].size() < sizeof h)
-      return invalidArgument(strFormat("ibverbs transport: bad address blob of rank %d", p));
-    memcpy(&h, blobs[p].data(), sizeof h);
-    const size_t want = sizeof h + static_cast<size_t>(h.nranks) * h.nqps * sizeof(QpAddr);
-    if (h.magic != kBlobMagic || h.version != kWireVersion || h.nranks != ctx_.nranks ||
-        h.nqps < 1 || blobs[p].size() != want)
-      return invalidArgument(strFormat("ibverbs transport: bad address blob of rank %d", p));
-    const QpAddr* qps = reinterpret_cast<const QpAddr*>(blobs[p].data() + sizeof h) +
-                        static_cast<size_t>(ctx_.rank) * h.nqps;
-    WEFT_RETURN_IF_ERROR(peers_[p]->connect(h, qps, ctx_.secret, ctx_.commId));
+    if (p < 0 || p >= ctx_.nranks || p == ctx_.rank || !in.get(&h) || h.magic != kBlobMagic ||
+        h.version != kWireVersion || h.nranks != ctx_.nranks || h.nqps < 1 ||
+        in.left() != static_cast<size_t>(h.nranks) * h.nqps * sizeof(QpAddr))
+      return in.bad();
+    // The QPs rank p made for this rank.
+    std::vector<QpAddr> qps(static_cast<size_t>(h.nqps));
+    in.skip(static_cast<size_t>(ctx_.rank) * h.nqps * sizeof(QpAddr));
+    in.getArray(qps.data(), qps.size());
+    WEFT_RETURN_IF_ERROR(peers_[p]->connect(h, qps.data(), ctx_.secret, ctx_.commId));
   }
   // Every peer's Hello, bounded by the bootstrap timeout.
   Deadline dl(ctx_.config.bootstrapTimeoutS);

@@ -9,11 +9,11 @@
 // failure). Peer death is seen by checkPeer() through a pidfd.
 #include <unistd.h>
 
-#include <cstring>
 #include <memory>
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "transports/base/blob.h"
 #include "transports/shm/arena.h"
 #include "transports/shm/shm_peer.h"
 #include "transports/shm/shm_segment.h"
@@ -78,8 +78,7 @@ class ShmTransport : public Transport {
           segmentName(ctx_.secret, ctx_.commId, ctx_.rank, ctx_.rank), ctx_.rank, ctx_.rank,
           static_cast<uint32_t>(Arena::kBlockSlots), ctx_.config.shmArenaChunk));
     }
-    Blob b{kBlobMagic, static_cast<int32_t>(getpid()), hostHash_};
-    blob->assign(reinterpret_cast<const char*>(&b), sizeof b);
+    BlobWriter(blob).put(Blob{kBlobMagic, static_cast<int32_t>(getpid()), hostHash_});
     return Status::ok();
   }
 
@@ -205,10 +204,9 @@ Status ShmTransport::connectImpl(const std::vector<int>& peers,
     if (p < 0 || p >= ctx_.nranks || p == ctx_.rank || !incoming_[p])
       return invalidArgument(strFormat(
           "shm transport: rank %d cannot reach rank %d (not on this host)", ctx_.rank, p));
-    if (static_cast<size_t>(p) >= blobs.size() || blobs[p].size() != sizeof(Blob))
-      return invalidArgument(strFormat("shm transport: bad address blob of rank %d", p));
+    BlobReader in("shm", blobs, p);
     Blob b;
-    memcpy(&b, blobs[p].data(), sizeof b);
+    if (!in.get(&b) || !in.atEnd()) return in.bad();
     if (b.magic != kBlobMagic || b.hostHash != hostHash_)
       return invalidArgument(
           strFormat("shm transport: address blob of rank %d is not from this host", p));
