@@ -9,7 +9,8 @@
 // cannot open their own process's handles). connect() maps each peer's FIFO
 // to us (cudaIpcOpenMemHandle), opens its control segment and raises its
 // `attached` flag, then waits (bounded by the bootstrap timeout) until every
-// peer attached to ours and unlinks their names.
+// peer attached to ours and unlinks their names (the handshake of
+// transports/base/segment_attach.h, as shm's).
 //
 // Communicators of one host make it next to their host transports when
 // every rank offers it (src/api/comm_device.cc); the engine posts their
@@ -20,10 +21,11 @@
 #include <cstring>
 #include <memory>
 
-#include "core/clock.h"
 #include "core/log.h"
 #include "cuda/runtime.h"
 #include "transports/base/blob.h"
+#include "transports/base/posted_ops.h"
+#include "transports/base/segment_attach.h"
 #include "transports/cuda_ipc/cuda_ipc_peer.h"
 #include "transports/shm/shm_segment.h"
 #include "transports/transport.h"
@@ -158,8 +160,7 @@ class CudaIpcTransport : public Transport {
     const std::string& host =
         static_cast<size_t>(p) < ctx_.peers.size() ? ctx_.peers[p].hostname : std::string();
     int pid = static_cast<size_t>(p) < watches_.size() && watches_[p] ? watches_[p]->pid() : 0;
-    return strFormat("rank %d (pid %d on host %s)", p, pid,
-                     host.empty() ? "localhost" : host.c_str());
+    return describePeer(p, pid, host);
   }
   Status connectImpl(const std::vector<int>& peers, const std::vector<std::string>& blobs,
                      std::vector<std::unique_ptr<Endpoint>>* eps);
@@ -214,46 +215,14 @@ Status CudaIpcTransport::connectImpl(const std::vector<int>& peers,
   }
   // Open each peer's control FIFO to us; wait until each peer opened ours.
   std::vector<std::unique_ptr<shm::Segment>> out(ctx_.nranks);
-  std::vector<bool> opened(ctx_.nranks, false), attached(ctx_.nranks, false);
-  Deadline dl(ctx_.config.bootstrapTimeoutS);
-  int sleepUs = 10;
-  for (;;) {
-    bool all = true;
-    for (int p : peers) {
-      if (!opened[p]) {
-        auto seg = std::make_unique<shm::Segment>();
-        bool missing = false;
-        WEFT_RETURN_IF_ERROR(seg->open(segName(ctx_.rank, p), ctx_.rank, p, &missing));
-        if (missing) {
-          all = false;
-        } else {
-          seg->header()->attached.store(1, std::memory_order_release);
-          out[p] = std::move(seg);
-          opened[p] = true;
-        }
-      }
-      if (!attached[p]) {
-        if (incoming_[p]->header()->attached.load(std::memory_order_acquire)) {
-          incoming_[p]->unlink();
-          attached[p] = true;
-        } else {
-          all = false;
-        }
-      }
-    }
-    if (all) break;
-    for (int p : peers)
-      if (!(opened[p] && attached[p]) && watches_[p]->exited())
-        return Status(WEFT_ERR_REMOTE,
-                      strFormat("cuda_ipc transport: rank %d connecting: ", ctx_.rank) +
-                          describe(p) + " exited");
-    if (dl.expired())
-      return Status(WEFT_ERR_TIMEOUT,
-                    strFormat("cuda_ipc transport: rank %d timed out after %.1f s connecting",
-                              ctx_.rank, ctx_.config.bootstrapTimeoutS));
-    usleep(sleepUs);
-    if (sleepUs < 1000) sleepUs *= 2;
+  SegmentAttach a("cuda_ipc", ctx_.rank, ctx_.config.bootstrapTimeoutS);
+  for (int p : peers) {
+    a.open(p, segName(ctx_.rank, p), ctx_.rank, p, &out[p],
+           "its control FIFO to us does not exist");
+    a.await(p, incoming_[p].get());
   }
+  WEFT_RETURN_IF_ERROR(a.run([this](int p) { return watches_[p]->exited(); },
+                             [this](int p) { return describe(p); }));
   peers_.resize(ctx_.nranks);
   if (eps->size() < static_cast<size_t>(ctx_.nranks)) eps->resize(ctx_.nranks);
   for (int p : peers) {

@@ -6,14 +6,16 @@
 // for us and raises its `attached` flag; it then waits (bounded by the
 // bootstrap timeout) until every peer has attached to our FIFOs and unlinks
 // each as soon as it is, so no name survives connect() (or the transport, on
-// failure). Peer death is seen by checkPeer() through a pidfd.
+// failure): the handshake of transports/base/segment_attach.h. Peer death is
+// seen by checkPeer() through a pidfd.
 #include <unistd.h>
 
 #include <memory>
 
-#include "core/clock.h"
 #include "core/log.h"
 #include "transports/base/blob.h"
+#include "transports/base/posted_ops.h"
+#include "transports/base/segment_attach.h"
 #include "transports/shm/arena.h"
 #include "transports/shm/shm_peer.h"
 #include "transports/shm/shm_segment.h"
@@ -171,8 +173,7 @@ class ShmTransport : public Transport {
     int pid = watches_.size() > static_cast<size_t>(p) && watches_[p] ? watches_[p]->pid() : 0;
     const std::string& host =
         static_cast<size_t>(p) < ctx_.peers.size() ? ctx_.peers[p].hostname : std::string();
-    return strFormat("rank %d (pid %d on host %s)", p, pid,
-                     host.empty() ? "localhost" : host.c_str());
+    return describePeer(p, pid, host);
   }
 
   Status connectImpl(const std::vector<int>& peers, const std::vector<std::string>& blobs,
@@ -265,89 +266,23 @@ Status ShmTransport::connectImpl(const std::vector<int>& peers,
   return Status::ok();
 }
 
-// Opens each peer's FIFO to us and waits until each peer opened ours;
-// unlinks ours as soon as its sender is attached.
+// Opens each peer's FIFO to us (and its arena block) and waits until each
+// peer opened ours; unlinks ours as soon as its sender is attached, and this
+// rank's block once every peer mapped it.
 Status ShmTransport::waitHandshake(const std::vector<int>& peers,
                                    std::vector<std::unique_ptr<Segment>>* out) {
-  Deadline dl(ctx_.config.bootstrapTimeoutS);
-  std::vector<bool> opened(ctx_.nranks, false), attached(ctx_.nranks, false);
-  std::vector<bool> blockOpened(ctx_.nranks, !myBlock_);
-  bool blockAttached = !myBlock_;
-  int sleepUs = 10;
-  uint64_t nextLiveCheck = nowNs();
-  for (;;) {
-    bool all = true;
-    for (int p : peers) {
-      if (!opened[p]) {
-        auto seg = std::make_unique<Segment>();
-        bool missing = false;
-        WEFT_RETURN_IF_ERROR(
-            seg->open(segmentName(ctx_.secret, ctx_.commId, ctx_.rank, p), ctx_.rank, p, &missing));
-        if (missing) {
-          all = false;
-        } else {
-          seg->header()->attached.store(1, std::memory_order_release);
-          (*out)[p] = std::move(seg);
-          opened[p] = true;
-        }
-      }
-      if (!attached[p]) {
-        if (incoming_[p]->header()->attached.load(std::memory_order_acquire)) {
-          incoming_[p]->unlink();
-          attached[p] = true;
-        } else {
-          all = false;
-        }
-      }
-      if (!blockOpened[p]) {
-        auto seg = std::make_unique<Segment>();
-        bool missing = false;
-        WEFT_RETURN_IF_ERROR(
-            seg->open(segmentName(ctx_.secret, ctx_.commId, p, p), p, p, &missing));
-        if (missing) {
-          all = false;
-        } else {
-          seg->header()->attached.fetch_add(1, std::memory_order_acq_rel);
-          blocks_[p] = std::move(seg);
-          blockOpened[p] = true;
-        }
-      }
-    }
-    if (!blockAttached) {
-      // Every peer maps this rank's block: then its name can go.
-      if (myBlock_->header()->attached.load(std::memory_order_acquire) >= peers.size()) {
-        myBlock_->unlink();
-        blockAttached = true;
-      } else {
-        all = false;
-      }
-    }
-    if (all) return Status::ok();
-    bool expired = dl.expired();
-    if (expired || nowNs() >= nextLiveCheck) {
-      std::string missing;
-      for (int p : peers) {
-        if (opened[p] && attached[p] && blockOpened[p] && blockAttached) continue;
-        if (watches_[p]->exited())
-          return Status(WEFT_ERR_REMOTE,
-                        strFormat("shm transport: rank %d connecting: ", ctx_.rank) + describe(p) +
-                            " exited");
-        if (opened[p] && attached[p] && blockOpened[p]) continue;
-        missing += strFormat("%s%d (%s)", missing.empty() ? "" : ", ", p,
-                             !opened[p]        ? "its FIFO to us does not exist"
-                             : !blockOpened[p] ? "its arena block does not exist"
-                                               : "did not attach");
-      }
-      if (expired)
-        return Status(WEFT_ERR_TIMEOUT,
-                      strFormat("shm transport: rank %d timed out after %.1f s connecting; "
-                                "ranks still missing: %s",
-                                ctx_.rank, ctx_.config.bootstrapTimeoutS, missing.c_str()));
-      nextLiveCheck = nowNs() + 100 * 1000 * 1000;
-    }
-    usleep(sleepUs);
-    if (sleepUs < 1000) sleepUs *= 2;
+  SegmentAttach a("shm", ctx_.rank, ctx_.config.bootstrapTimeoutS);
+  for (int p : peers) {
+    a.open(p, segmentName(ctx_.secret, ctx_.commId, ctx_.rank, p), ctx_.rank, p, &(*out)[p],
+           "its FIFO to us does not exist");
+    if (myBlock_)
+      a.open(p, segmentName(ctx_.secret, ctx_.commId, p, p), p, p, &blocks_[p],
+             "its arena block does not exist", /*count=*/true);
+    a.await(p, incoming_[p].get());
   }
+  if (myBlock_) a.await(-1, myBlock_.get(), static_cast<uint32_t>(peers.size()));
+  return a.run([this](int p) { return watches_[p]->exited(); },
+               [this](int p) { return describe(p); });
 }
 
 }  // namespace
