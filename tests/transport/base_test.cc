@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "transport/harness.h"
 #include "transports/base/blob.h"
 #include "transports/base/posted_ops.h"
 #include "transports/base/ring_queue.h"
@@ -108,4 +109,28 @@ TEST_CASE("base: a mismatch names both ranks, both calls and both lengths", "[tr
   CHECK(self.message() ==
         "mismatched messages of rank 2 to itself, self message #5: receive of tag 0x77 "
         "(200 bytes), send of tag 0x77 (100 bytes)");
+}
+
+TEST_CASE("base: every transport says which link class it is", "[transport][base]") {
+  TransportContext ctx;
+  ctx.nranks = 2;
+  ctx.peers.resize(2);
+  struct Want {
+    tpt::Kind kind;
+    LinkScope scope;
+    bool hostArena;
+  };
+  const Want wants[] = {{tpt::Kind::Self, LinkScope::Self, false},
+                        {tpt::Kind::Shm, LinkScope::IntraHost, true},
+                        {tpt::Kind::CudaIpc, LinkScope::IntraHost, false},
+                        {tpt::Kind::Tcp, LinkScope::InterHost, false},
+                        {tpt::Kind::UcxTcp, LinkScope::InterHost, false},
+                        {tpt::Kind::Ibverbs, LinkScope::InterHost, false}};
+  for (const Want& w : wants) {
+    INFO(tpt::kindName(w.kind));
+    std::unique_ptr<Transport> t = tpt::makeTransport(w.kind, ctx);
+    if (!t) continue;  // not built here
+    CHECK(t->caps().scope == w.scope);
+    CHECK(t->caps().hostArena == w.hostArena);
+  }
 }

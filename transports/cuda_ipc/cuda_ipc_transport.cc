@@ -73,6 +73,7 @@ class CudaIpcTransport : public Transport {
   }
   TransportCaps caps() const override {
     TransportCaps c;
+    c.scope = LinkScope::IntraHost;
     c.hostMemory = false;
     c.cudaMemory = true;
     c.preferredChunk = slotBytes() * (slots() > 1 ? slots() / 2 : 1);

@@ -47,6 +47,7 @@ class IbTransport : public Transport {
   bool canReach(const PeerInfo& peer) const override { return peer.rank != ctx_.rank; }
   TransportCaps caps() const override {
     TransportCaps c;
+    c.scope = LinkScope::InterHost;
     c.preferredChunk = 1 << 20;
     c.bandwidthGBs = 10.0;  // until the topology measures the link
     c.latencyUs = 3.0;

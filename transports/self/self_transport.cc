@@ -83,6 +83,7 @@ class SelfTransport : public Transport {
   bool canReach(const PeerInfo& peer) const override { return peer.rank == rank_; }
   TransportCaps caps() const override {
     TransportCaps c;
+    c.scope = LinkScope::Self;
     c.preferredChunk = 4 << 20;
     c.bandwidthGBs = 10.0;
     c.latencyUs = 0.1;

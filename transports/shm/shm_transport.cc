@@ -49,6 +49,8 @@ class ShmTransport : public Transport {
   }
   TransportCaps caps() const override {
     TransportCaps c;
+    c.scope = LinkScope::IntraHost;
+    c.hostArena = true;
     size_t half = ctx_.config.shmSlots > 1 ? static_cast<size_t>(ctx_.config.shmSlots) / 2 : 1;
     c.preferredChunk = ctx_.config.shmSlotBytes * half;
     c.bandwidthGBs = 4.0;  // two copies per byte (into a slot, out of it)

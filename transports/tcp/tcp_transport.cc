@@ -34,6 +34,7 @@ class TcpTransport : public Transport {
   bool canReach(const PeerInfo& peer) const override { return peer.rank != ctx_.rank; }
   TransportCaps caps() const override {
     TransportCaps c;
+    c.scope = LinkScope::InterHost;
     c.preferredChunk = static_cast<size_t>(ctx_.config.nsocksPerPeer) * (512 << 10);
     c.bandwidthGBs = 1.0;
     c.latencyUs = 20.0;

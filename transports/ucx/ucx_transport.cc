@@ -50,6 +50,7 @@ class UcxTransport : public Transport {
   }
   TransportCaps caps() const override {
     TransportCaps c;
+    c.scope = LinkScope::InterHost;
     c.preferredChunk = 1 << 20;
     // Static figures until the topology supplies measured ones: UCX over
     // TCP is about as fast as weft's tcp; over RDMA far faster.
