@@ -4,9 +4,10 @@
 #     WEFT_HAVE_IBVERBS for every target;
 #   weft_optional_transports() after weft_transports exists: drops the
 #     sources of what is missing and links what is found.
-# Files of transports/ibverbs/ that do not include the verbs header (parsers,
-# state machines, credit accounting) are named without the _verbs suffix and
-# always build, so their unit tests run everywhere.
+# In transports/ibverbs/, the files that include the verbs header are named
+# ibverbs_*.cc (the transport, its peer, its device, the verbs half of gdr);
+# the others (parsers, state machines, credit accounting) always build, so
+# their unit tests run everywhere.
 option(WEFT_WITH_UCX "Build the ucx transport when UCX is found" ON)
 option(WEFT_WITH_IBVERBS "Build the ibverbs transport when rdma-core is found" ON)
 
@@ -42,7 +43,7 @@ function(weft_optional_transports)
     list(FILTER srcs EXCLUDE REGEX "/transports/ucx/")
   endif()
   if(NOT WEFT_IBVERBS_FOUND)
-    list(FILTER srcs EXCLUDE REGEX "/transports/ibverbs/.*_verbs\\.cc$")
+    list(FILTER srcs EXCLUDE REGEX "/transports/ibverbs/ibverbs_[^/]*\\.cc$")
   endif()
   set_target_properties(weft_transports PROPERTIES SOURCES "${srcs}")
   if(WEFT_OPTIONAL_LIBS)

@@ -104,7 +104,18 @@ struct TransportContext {
   std::string rdmaNic;
 };
 
+// The peers a transport is for, which tells the cost model (src/algo/
+// select.h) which of its link classes the transport's figures describe:
+// this rank itself, the other ranks of its host (the intra class), or ranks
+// on other hosts (the inter class: a network transport, which may also
+// serve ranks of one host when nothing else does).
+enum class LinkScope : uint8_t { Self, IntraHost, InterHost };
+
 struct TransportCaps {
+  LinkScope scope = LinkScope::Self;  // every transport sets it
+  // The transport of the host arena (arena()): telemetry counts the arena's
+  // traffic under it, whether or not this communicator has an arena.
+  bool hostArena = false;
   bool hostMemory = true;
   bool cudaMemory = false;
   size_t preferredChunk = 1 << 20;  // bytes per message that keeps it busy

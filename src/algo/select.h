@@ -1,7 +1,9 @@
 // Algorithm selection: an alpha-beta-gamma cost model per link class, and
 // the WEFT_ALGO override (algo_rules.h) on top of it. Pure code: no I/O, no
 // allocation in choose(); the communicator fills a CostModel once and asks
-// per call. docs/tuning.md explains the same with examples.
+// per call. docs/tuning.md explains the same with examples. The code:
+// select.cc (the selector), cost_pricing.{h,cc} (rounds and pipelines),
+// cost_algos.cc (each algorithm), tuning_table.cc (the INFO table).
 //
 // Units: alpha in microseconds per message; beta = 1 / (GB/s * 1e3)
 // microseconds per byte (1 GB = 1e9 bytes); gamma = 1 / (reduceGBs * 1e3)

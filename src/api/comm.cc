@@ -246,11 +246,10 @@ void Comm::setUpSelection() {
   for (auto& t : transports_) {
     const TransportCaps c = t->caps();
     LinkClass l{c.latencyUs, c.bandwidthGBs, c.cpuBound};
-    if (std::string(t->name()) == "shm") m.intra = l;
-    const std::string tn = t->name();
-    if (tn == "tcp" || tn == "ucx" || tn == "ibverbs") {
+    if (c.scope == LinkScope::IntraHost && c.hostMemory) m.intra = l;
+    if (c.scope == LinkScope::InterHost) {
       m.inter = l;
-      if (m.nhosts == 1) m.intra = l;  // tcp forced within the host
+      if (m.nhosts == 1) m.intra = l;  // a network transport forced within the host
     }
   }
   topo::applyToCostModel(topo_, &m);

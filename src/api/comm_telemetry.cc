@@ -31,8 +31,9 @@ void Comm::setUpTelemetry() {
   std::vector<int> peerTx(nranks_, 0);
   for (size_t t = 0; t < transports_.size() && t < static_cast<size_t>(telemetry::kMaxTransports);
        ++t) {
+    const TransportCaps caps = transports_[t]->caps();
     s.transports.push_back(transports_[t]->name());
-    s.transportGBs.push_back(transports_[t]->caps().bandwidthGBs);
+    s.transportGBs.push_back(caps.bandwidthGBs);
     int peers = 0;
     for (int p = 0; p < nranks_; ++p) {
       if (transportNames_[p] != transports_[t]->name()) continue;
@@ -40,7 +41,7 @@ void Comm::setUpTelemetry() {
       ++peers;
     }
     s.transportPeers.push_back(peers);
-    if (std::string(transports_[t]->name()) == "shm") shmTx_ = static_cast<int>(t);
+    if (caps.hostArena) shmTx_ = static_cast<int>(t);
   }
   tel_.reset(new telemetry::Telemetry(s));
   Status st = tel_->openBoard();

@@ -16,17 +16,6 @@ using namespace weft::tpt;
 
 namespace {
 
-void expectPass(const std::vector<std::string>& failures) {
-  std::string all;
-  for (auto& f : failures) all += f + "\n";
-  INFO(all);
-  CHECK(failures.empty());
-}
-
-uint64_t seedOf(int src, int dst, uint64_t i) {
-  return (static_cast<uint64_t>(src) << 48) ^ (static_cast<uint64_t>(dst) << 32) ^ i;
-}
-
 // 12,000 and 200,000 bytes: messages that a transport may split into
 // fragments below its rendezvous size (UCX's eager multi-fragment protocol).
 const size_t kSizes[] = {0, 1, 7, 4096, 12000, 200000, (1u << 20) + 3, 64u << 20};
@@ -162,29 +151,13 @@ Body mismatchBody(uint64_t sendTag, size_t sendLen, uint64_t recvTag, size_t rec
     if (r.rank == p || r.rank == 1) {
       Status st = r.ep(p).postRecv(rb.data(), recvLen, recvTag, MemType::Host, &cr);
       if (!st.isError()) st = r.drive({&cr}, 10, &none);
-      TP_CHECK(st.code() == WEFT_ERR_INVALID_USAGE, "got code %d: %s", static_cast<int>(st.code()),
-               st.message().c_str());
-      const std::string& m = st.message();
-      std::string sendTagS = strFormat("0x%llx", static_cast<unsigned long long>(sendTag));
-      std::string recvTagS = strFormat("0x%llx", static_cast<unsigned long long>(recvTag));
-      TP_CHECK(contains(m, strFormat("rank %d", p)), "peer not named: %s", m.c_str());
-      TP_CHECK(contains(m, sendTagS) && contains(m, recvTagS), "tags not named: %s", m.c_str());
-      TP_CHECK(contains(m, strFormat("%zu bytes", recvLen)) &&
-                   contains(m, strFormat("%zu bytes", sendLen)),
-               "lengths not named: %s", m.c_str());
+      const std::string why = mismatchProblem(st, p, sendTag, sendLen, recvTag, recvLen);
+      TP_CHECK(why.empty(), "%s", why.c_str());
       TP_CHECK(cr.done && cr.status.code() == WEFT_ERR_INVALID_USAGE, "completion not failed");
       if (r.kind != Kind::Self) TP_CHECK(r.barrier(), "barrier");
     }
     return "";
   };
-}
-
-GroupSpec spec(Kind k, Mode m, int nranks) {
-  GroupSpec s;
-  s.kind = k;
-  s.mode = m;
-  s.nranks = k == Kind::Self ? 1 : nranks;
-  return s;
 }
 
 }  // namespace
@@ -195,14 +168,14 @@ TEST_CASE("transport: every message size with the recv posted before or after th
   Mode mode = GENERATE(Mode::Threads, Mode::Procs);
   Order order = GENERATE(Order::RecvFirst, Order::SendFirst, Order::RecvLate);
   INFO(kindName(kind) << " / " << modeName(mode) << " / " << orderName(order));
-  expectPass(runGroup(spec(kind, mode, 2), sizesBody(order, 64u << 20)));
+  expectPass(runGroup(groupSpec(kind, mode, 2), sizesBody(order, 64u << 20)));
 }
 
 TEST_CASE("transport: tcp with 1 and 4 sockets per peer", "[transport][tcp]") {
   int nsocks = GENERATE(1, 4);
   Mode mode = GENERATE(Mode::Threads, Mode::Procs);
   INFO(nsocks << " sockets / " << modeName(mode));
-  GroupSpec s = spec(Kind::Tcp, mode, 2);
+  GroupSpec s = groupSpec(Kind::Tcp, mode, 2);
   s.config.nsocksPerPeer = nsocks;
   expectPass(runGroup(
       s, sizesBody(mode == Mode::Threads ? Order::RecvFirst : Order::SendFirst, 64u << 20)));
@@ -213,7 +186,7 @@ TEST_CASE("transport: tcp with 1 and 4 sockets per peer", "[transport][tcp]") {
 TEST_CASE("transport: shm with small slots (messages span many slots)", "[transport][shm]") {
   Mode mode = GENERATE(Mode::Threads, Mode::Procs);
   INFO(modeName(mode));
-  GroupSpec s = spec(Kind::Shm, mode, 2);
+  GroupSpec s = groupSpec(Kind::Shm, mode, 2);
   s.config.shmSlots = 3;
   s.config.shmSlotBytes = 4096;
   expectPass(runGroup(s, sizesBody(Order::SendFirst, 2u << 20)));
@@ -226,7 +199,7 @@ TEST_CASE("transport: 100 messages in flight before any progress - or received l
   Mode mode = GENERATE(Mode::Threads, Mode::Procs);
   Order order = GENERATE(Order::RecvFirst, Order::SendFirst, Order::RecvLate);
   INFO(kindName(kind) << " / " << modeName(mode) << " / " << orderName(order));
-  expectPass(runGroup(spec(kind, mode, 2), manyInFlightBody(order)));
+  expectPass(runGroup(groupSpec(kind, mode, 2), manyInFlightBody(order)));
 }
 
 TEST_CASE("transport: activity() grows while a long message moves and never goes back",
@@ -236,7 +209,7 @@ TEST_CASE("transport: activity() grows while a long message moves and never goes
   // the engine reads as "only completions count".
   Kind kind = GENERATE(from_range(withOptional({Kind::Shm, Kind::Tcp, Kind::UcxTcp})));
   INFO(kindName(kind));
-  expectPass(runGroup(spec(kind, Mode::Threads, 2), [](Rank& r) -> std::string {
+  expectPass(runGroup(groupSpec(kind, Mode::Threads, 2), [](Rank& r) -> std::string {
     TP_OK(r.setup());
     const int p = r.partner();
     const size_t len = 16u << 20;
@@ -274,13 +247,13 @@ TEST_CASE("transport: tag and length mismatches are reported with both values", 
   Mode mode = GENERATE(Mode::Threads, Mode::Procs);
   INFO(kindName(kind) << " / " << modeName(mode));
   SECTION("tag") {
-    expectPass(runGroup(spec(kind, mode, 2), mismatchBody(0x5a5, 100, 0x6b6, 100)));
+    expectPass(runGroup(groupSpec(kind, mode, 2), mismatchBody(0x5a5, 100, 0x6b6, 100)));
   }
   SECTION("length") {
-    expectPass(runGroup(spec(kind, mode, 2), mismatchBody(0x77, 100, 0x77, 200)));
+    expectPass(runGroup(groupSpec(kind, mode, 2), mismatchBody(0x77, 100, 0x77, 200)));
   }
   SECTION("large length") {
-    GroupSpec s = spec(kind, mode, 2);
+    GroupSpec s = groupSpec(kind, mode, 2);
     s.config.nsocksPerPeer = 4;
     expectPass(runGroup(s, mismatchBody(0x88, 1u << 20, 0x88, 2u << 20)));
   }
@@ -290,7 +263,7 @@ TEST_CASE("transport: groups of 3 ranks with everyone sending to everyone", "[tr
   Kind kind = GENERATE(from_range(withOptional({Kind::Shm, Kind::Tcp})));
   Mode mode = GENERATE(Mode::Threads, Mode::Procs);
   INFO(kindName(kind) << " / " << modeName(mode));
-  expectPass(runGroup(spec(kind, mode, 3), [](Rank& r) -> std::string {
+  expectPass(runGroup(groupSpec(kind, mode, 3), [](Rank& r) -> std::string {
     TP_OK(r.setup());
     auto sizeOf = [](int src, int dst, int i) -> size_t {
       return i == 0   ? 0
@@ -335,7 +308,7 @@ TEST_CASE("transport: a peer killed with SIGKILL is reported and never hangs the
   bool bigSend = GENERATE(true, false);
   INFO(kindName(kind) << (bigSend ? " / survivor blocked in a 64 MiB send"
                                   : " / survivor in a recv"));
-  GroupSpec s = spec(kind, Mode::Procs, 2);
+  GroupSpec s = groupSpec(kind, Mode::Procs, 2);
   s.mayDieBySigkill = 1;
   expectPass(runGroup(s, [bigSend](Rank& r) -> std::string {
     TP_OK(r.setup());
@@ -369,7 +342,7 @@ TEST_CASE("transport: a peer killed with SIGKILL is reported and never hangs the
 TEST_CASE("transport: shutdown drops pending work and later posts fail", "[transport]") {
   Kind kind = GENERATE(from_range(withOptional({Kind::Self, Kind::Shm, Kind::Tcp})));
   INFO(kindName(kind));
-  expectPass(runGroup(spec(kind, Mode::Threads, 2), [](Rank& r) -> std::string {
+  expectPass(runGroup(groupSpec(kind, Mode::Threads, 2), [](Rank& r) -> std::string {
     TP_OK(r.setup());
     TP_CHECK(r.barrier(), "barrier");
     char buf[64];

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -129,6 +130,40 @@ Config GroupSpec::defaultConfig() {
   c.bootstrapTimeoutS = 15;
   c.socketIfname = "lo";  // deterministic in CI; the transport does not care
   return c;
+}
+
+GroupSpec groupSpec(Kind k, Mode m, int nranks) {
+  GroupSpec s;
+  s.kind = k;
+  s.mode = m;
+  s.nranks = k == Kind::Self ? 1 : nranks;
+  return s;
+}
+
+void expectPass(const std::vector<std::string>& failures) {
+  std::string all;
+  for (auto& f : failures) all += f + "\n";
+  INFO(all);
+  CHECK(failures.empty());
+}
+
+std::string mismatchProblem(const Status& st, int peer, uint64_t sendTag, size_t sendLen,
+                            uint64_t recvTag, size_t recvLen) {
+  const std::string& m = st.message();
+  if (st.code() != WEFT_ERR_INVALID_USAGE)
+    return strFormat("got code %d: %s", static_cast<int>(st.code()), m.c_str());
+  if (!contains(m, strFormat("rank %d", peer))) return "peer not named: " + m;
+  if (!contains(m, strFormat("0x%llx", static_cast<unsigned long long>(sendTag))) ||
+      !contains(m, strFormat("0x%llx", static_cast<unsigned long long>(recvTag))))
+    return "tags not named: " + m;
+  if (!contains(m, strFormat("%zu bytes", sendLen)) ||
+      !contains(m, strFormat("%zu bytes", recvLen)))
+    return "lengths not named: " + m;
+  return "";
+}
+
+uint64_t seedOf(int src, int dst, uint64_t i) {
+  return (static_cast<uint64_t>(src) << 48) ^ (static_cast<uint64_t>(dst) << 32) ^ i;
 }
 
 bool contains(const std::string& s, const std::string& sub) {

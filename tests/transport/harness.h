@@ -4,7 +4,8 @@
 // pids) through an in-test allgather: a shared table and a condition variable
 // for threads, pipes relayed by the parent for processes. Bodies report
 // failures as strings (Catch2 assertions are neither thread- nor fork-safe);
-// every wait is bounded.
+// every wait is bounded. Also what every transport test shares: groupSpec,
+// expectPass, the message patterns and the check of a mismatch report.
 #pragma once
 
 #include <functional>
@@ -46,6 +47,9 @@ struct GroupSpec {
   int mayDieBySigkill = -1;  // Procs: this rank is allowed to end by SIGKILL
   static Config defaultConfig();
 };
+// `nranks` ranks (one for Kind::Self) on transport `k`, as threads or
+// processes, with the defaults above.
+GroupSpec groupSpec(Kind k, Mode m = Mode::Threads, int nranks = 2);
 
 class Rank {
  public:
@@ -88,8 +92,21 @@ using Body = std::function<std::string(Rank&)>;
 // rank that failed (empty when all passed).
 std::vector<std::string> runGroup(const GroupSpec& spec, const Body& body);
 
+// In a test case: CHECKs that a group passed (runGroup returned no
+// failures), printing every rank's failure otherwise.
+void expectPass(const std::vector<std::string>& failures);
+
+// "" when `st` is what the receiver of a mismatched message must report:
+// INVALID_USAGE naming the peer, both tags (as 0x...) and both lengths; the
+// sender sent (sendTag, sendLen), the receiver posted (recvTag, recvLen).
+// Else what is wrong with it.
+std::string mismatchProblem(const Status& st, int peer, uint64_t sendTag, size_t sendLen,
+                            uint64_t recvTag, size_t recvLen);
+
 // Deterministic contents for checked messages.
 void fillPattern(void* buf, size_t len, uint64_t seed);
+// The pattern seed of message i from rank src to rank dst.
+uint64_t seedOf(int src, int dst, uint64_t i);
 // Offset of the first byte that differs from the pattern, or len.
 size_t checkPattern(const void* buf, size_t len, uint64_t seed);
 uint64_t randomU64();

@@ -16,13 +16,6 @@ using namespace weft::tpt;
 
 namespace {
 
-void expectPass(const std::vector<std::string>& failures) {
-  std::string all;
-  for (auto& f : failures) all += f + "\n";
-  INFO(all);
-  CHECK(failures.empty());
-}
-
 // Names in /dev/shm of this communicator's segments.
 std::vector<std::string> segments(const TransportContext& ctx) {
   std::string prefix = shm::segmentPrefix(ctx.secret, ctx.commId).substr(1);
@@ -47,19 +40,12 @@ std::string join(const std::vector<std::string>& v) {
   return out;
 }
 
-GroupSpec shmSpec(Mode m) {
-  GroupSpec s;
-  s.kind = Kind::Shm;
-  s.mode = m;
-  return s;
-}
-
 }  // namespace
 
 TEST_CASE("shm: segments are gone after connect and after destroy", "[transport][shm]") {
   Mode mode = GENERATE(Mode::Threads, Mode::Procs);
   INFO(modeName(mode));
-  expectPass(runGroup(shmSpec(mode), [](Rank& r) -> std::string {
+  expectPass(runGroup(groupSpec(Kind::Shm, mode), [](Rank& r) -> std::string {
     int p = r.partner();
     std::string mine = shm::segmentName(r.ctx.secret, r.ctx.commId, p, r.rank);
     TP_CHECK(!contains(mine, strFormat("%llx", static_cast<unsigned long long>(r.ctx.secret))),
@@ -89,7 +75,7 @@ TEST_CASE("shm: segments are gone after connect and after destroy", "[transport]
 }
 
 TEST_CASE("shm: segments are gone when connect never happens or fails", "[transport][shm]") {
-  GroupSpec s = shmSpec(Mode::Threads);
+  GroupSpec s = groupSpec(Kind::Shm, Mode::Threads);
   s.config.bootstrapTimeoutS = 0.5;
   SECTION("destroyed after localAddress") {
     expectPass(runGroup(s, [](Rank& r) -> std::string {
@@ -136,7 +122,7 @@ TEST_CASE("shm: segments are gone when connect never happens or fails", "[transp
 }
 
 TEST_CASE("shm: a peer dying during connect is reported at once", "[transport][shm]") {
-  GroupSpec s = shmSpec(Mode::Procs);
+  GroupSpec s = groupSpec(Kind::Shm, Mode::Procs);
   s.mayDieBySigkill = 1;
   expectPass(runGroup(s, [](Rank& r) -> std::string {
     r.transport = makeTransport(r.kind, r.ctx);
@@ -162,7 +148,7 @@ TEST_CASE("shm: a peer dying during connect is reported at once", "[transport][s
 }
 
 TEST_CASE("shm: the sender of a mismatched message learns of it", "[transport][shm]") {
-  expectPass(runGroup(shmSpec(Mode::Threads), [](Rank& r) -> std::string {
+  expectPass(runGroup(groupSpec(Kind::Shm, Mode::Threads), [](Rank& r) -> std::string {
     TP_OK(r.setup());
     std::vector<int> none;
     if (r.rank == 0) {

@@ -18,13 +18,6 @@ using namespace weft::tpt;
 
 namespace {
 
-void expectPass(const std::vector<std::string>& failures) {
-  std::string all;
-  for (auto& f : failures) all += f + "\n";
-  INFO(all);
-  CHECK(failures.empty());
-}
-
 net::Address blobAddress(const std::string& blob) {
   tcp::Blob b;
   memcpy(&b, blob.data(), sizeof b);
@@ -70,9 +63,7 @@ TEST_CASE("tcp: strangers on the listening port are refused while real peers con
           "[transport][tcp]") {
   Mode mode = GENERATE(Mode::Threads, Mode::Procs);
   INFO(modeName(mode));
-  GroupSpec s;
-  s.kind = Kind::Tcp;
-  s.mode = mode;
+  GroupSpec s = groupSpec(Kind::Tcp, mode);
   expectPass(runGroup(s, [](Rank& r) -> std::string {
     std::vector<int> junk;
     std::string why;
@@ -122,8 +113,7 @@ TEST_CASE("tcp: strangers on the listening port are refused while real peers con
 TEST_CASE("tcp: a connect timeout names the ranks still missing", "[transport][tcp]") {
   int absent = GENERATE(0, 1);
   INFO("absent rank " << absent);
-  GroupSpec s;
-  s.kind = Kind::Tcp;
+  GroupSpec s = groupSpec(Kind::Tcp);
   s.config.bootstrapTimeoutS = 1;
   expectPass(runGroup(s, [absent](Rank& r) -> std::string {
     r.transport = makeTransport(r.kind, r.ctx);
@@ -216,8 +206,7 @@ TEST_CASE("tcp: garbage from a connected peer is reported and pollFd wakes up",
 }
 
 TEST_CASE("tcp: a closed connection is reported with the peer's address", "[transport][tcp]") {
-  GroupSpec s;
-  s.kind = Kind::Tcp;
+  GroupSpec s = groupSpec(Kind::Tcp);
   expectPass(runGroup(s, [](Rank& r) -> std::string {
     TP_OK(r.setup());
     TP_CHECK(r.barrier(), "barrier");

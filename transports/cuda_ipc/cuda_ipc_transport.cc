@@ -1,6 +1,6 @@
 // The cuda_ipc transport: ranks of one host exchange device-memory messages
 // through FIFOs whose slots are device memory of the receiver, written and
-// read by the copy engines (cuda_ipc_channel.h). Several ranks may share one
+// read by the copy engines (cuda_ipc_peer.h). Several ranks may share one
 // GPU (each its own process or thread), which NCCL refuses.
 //
 // Setup: localAddress() allocates, as receiver, one device FIFO per peer of
@@ -9,7 +9,8 @@
 // cannot open their own process's handles). connect() maps each peer's FIFO
 // to us (cudaIpcOpenMemHandle), opens its control segment and raises its
 // `attached` flag, then waits (bounded by the bootstrap timeout) until every
-// peer attached to ours and unlinks their names.
+// peer attached to ours and unlinks their names (the handshake of
+// transports/base/segment_attach.h, as shm's).
 //
 // Communicators of one host make it next to their host transports when
 // every rank offers it (src/api/comm_device.cc); the engine posts their
@@ -20,10 +21,12 @@
 #include <cstring>
 #include <memory>
 
-#include "core/clock.h"
 #include "core/log.h"
 #include "cuda/runtime.h"
-#include "transports/cuda_ipc/cuda_ipc_channel.h"
+#include "transports/base/blob.h"
+#include "transports/base/posted_ops.h"
+#include "transports/base/segment_attach.h"
+#include "transports/cuda_ipc/cuda_ipc_peer.h"
 #include "transports/shm/shm_segment.h"
 #include "transports/transport.h"
 
@@ -48,7 +51,7 @@ struct BlobEntry {
   uint64_t addr;                       // the same FIFO, for peers in this process
 };
 
-using CudaIpcEndpoint = ForwardingEndpoint<std::shared_ptr<CudaIpcChannel>>;
+using CudaIpcEndpoint = ForwardingEndpoint<std::shared_ptr<CudaIpcPeer>>;
 
 class CudaIpcTransport : public Transport {
  public:
@@ -58,7 +61,7 @@ class CudaIpcTransport : public Transport {
                                                                    : 0) {}
   ~CudaIpcTransport() override {
     shutdown();
-    channels_.clear();
+    peers_.clear();
     for (void* p : opened_) cuda::ipcClose(p);
     for (void* p : fifos_) cuda::deviceFree(p);
     cuda::streamDestroy(stream_);
@@ -70,6 +73,7 @@ class CudaIpcTransport : public Transport {
   }
   TransportCaps caps() const override {
     TransportCaps c;
+    c.scope = LinkScope::IntraHost;
     c.hostMemory = false;
     c.cudaMemory = true;
     c.preferredChunk = slotBytes() * (slots() > 1 ? slots() / 2 : 1);
@@ -105,8 +109,7 @@ class CudaIpcTransport : public Transport {
       WEFT_RETURN_IF_ERROR(seg->create(segName(p.rank, ctx_.rank), p.rank, ctx_.rank, slots(), 1));
       incoming_[p.rank] = std::move(seg);
     }
-    blob->assign(reinterpret_cast<const char*>(&h), sizeof h);
-    blob->append(reinterpret_cast<const char*>(entries.data()), entries.size() * sizeof(BlobEntry));
+    BlobWriter(blob).put(h).putArray(entries);
     return Status();
   }
 
@@ -122,7 +125,7 @@ class CudaIpcTransport : public Transport {
 
   Status progress() override {
     Status first;
-    for (auto& ch : channels_) {
+    for (auto& ch : peers_) {
       if (!ch) continue;
       Status st = ch->progress();
       if (st.isError() && first.isOk()) first = st;
@@ -131,9 +134,8 @@ class CudaIpcTransport : public Transport {
   }
 
   Status checkPeer(int peer) override {
-    if (peer < 0 || static_cast<size_t>(peer) >= channels_.size() || !channels_[peer])
-      return Status();
-    CudaIpcChannel& ch = *channels_[peer];
+    if (peer < 0 || static_cast<size_t>(peer) >= peers_.size() || !peers_[peer]) return Status();
+    CudaIpcPeer& ch = *peers_[peer];
     if (!ch.failed().isOk()) return ch.failed();
     if (watches_[peer] && watches_[peer]->exited())
       return ch.fail(Status(WEFT_ERR_REMOTE, describe(peer) + " exited"));
@@ -141,7 +143,7 @@ class CudaIpcTransport : public Transport {
   }
 
   void shutdown() override {
-    for (auto& ch : channels_)
+    for (auto& ch : peers_)
       if (ch) ch->abort();
     for (auto& seg : incoming_)
       if (seg) seg->close();
@@ -159,8 +161,7 @@ class CudaIpcTransport : public Transport {
     const std::string& host =
         static_cast<size_t>(p) < ctx_.peers.size() ? ctx_.peers[p].hostname : std::string();
     int pid = static_cast<size_t>(p) < watches_.size() && watches_[p] ? watches_[p]->pid() : 0;
-    return strFormat("rank %d (pid %d on host %s)", p, pid,
-                     host.empty() ? "localhost" : host.c_str());
+    return describePeer(p, pid, host);
   }
   Status connectImpl(const std::vector<int>& peers, const std::vector<std::string>& blobs,
                      std::vector<std::unique_ptr<Endpoint>>* eps);
@@ -173,7 +174,7 @@ class CudaIpcTransport : public Transport {
   std::vector<void*> opened_;                            // peers', IPC-mapped
   std::vector<char*> inFifo_;                            // by sender rank
   std::vector<std::unique_ptr<shm::Segment>> incoming_;  // control, by sender, until connect
-  std::vector<std::shared_ptr<CudaIpcChannel>> channels_;
+  std::vector<std::shared_ptr<CudaIpcPeer>> peers_;
   std::vector<std::unique_ptr<shm::PidWatch>> watches_;
 };
 
@@ -183,23 +184,22 @@ Status CudaIpcTransport::connectImpl(const std::vector<int>& peers,
   if (!addressed_ || connected_)
     return invalidUsage("cuda_ipc transport: connect() needs one localAddress() first, once");
   connected_ = true;
-  const size_t blobBytes =
-      sizeof(BlobHeader) + static_cast<size_t>(ctx_.nranks) * sizeof(BlobEntry);
   watches_.resize(ctx_.nranks);
   std::vector<char*> outFifo(ctx_.nranks, nullptr);
   for (int p : peers) {
     if (p < 0 || p >= ctx_.nranks || p == ctx_.rank || !incoming_[p])
       return invalidArgument(strFormat(
           "cuda_ipc transport: rank %d cannot reach rank %d (not on this host)", ctx_.rank, p));
-    if (static_cast<size_t>(p) >= blobs.size() || blobs[p].size() != blobBytes)
-      return invalidArgument(strFormat("cuda_ipc transport: bad address blob of rank %d", p));
+    BlobReader in("cuda_ipc", blobs, p);
     BlobHeader h;
-    memcpy(&h, blobs[p].data(), sizeof h);
+    if (!in.get(&h) || in.left() != static_cast<size_t>(ctx_.nranks) * sizeof(BlobEntry))
+      return in.bad();
     if (h.magic != kBlobMagic || h.hostHash != hostHash_ || h.nranks != ctx_.nranks)
       return invalidArgument(
           strFormat("cuda_ipc transport: address blob of rank %d is not from this host", p));
-    BlobEntry e;
-    memcpy(&e, blobs[p].data() + sizeof h + static_cast<size_t>(ctx_.rank) * sizeof e, sizeof e);
+    BlobEntry e;  // the FIFO rank p receives from this rank on
+    in.skip(static_cast<size_t>(ctx_.rank) * sizeof e);
+    in.get(&e);
     watches_[p] = std::make_unique<shm::PidWatch>();
     watches_[p]->watch(h.pid);
     if (h.pid == getpid()) {
@@ -216,54 +216,22 @@ Status CudaIpcTransport::connectImpl(const std::vector<int>& peers,
   }
   // Open each peer's control FIFO to us; wait until each peer opened ours.
   std::vector<std::unique_ptr<shm::Segment>> out(ctx_.nranks);
-  std::vector<bool> opened(ctx_.nranks, false), attached(ctx_.nranks, false);
-  Deadline dl(ctx_.config.bootstrapTimeoutS);
-  int sleepUs = 10;
-  for (;;) {
-    bool all = true;
-    for (int p : peers) {
-      if (!opened[p]) {
-        auto seg = std::make_unique<shm::Segment>();
-        bool missing = false;
-        WEFT_RETURN_IF_ERROR(seg->open(segName(ctx_.rank, p), ctx_.rank, p, &missing));
-        if (missing) {
-          all = false;
-        } else {
-          seg->header()->attached.store(1, std::memory_order_release);
-          out[p] = std::move(seg);
-          opened[p] = true;
-        }
-      }
-      if (!attached[p]) {
-        if (incoming_[p]->header()->attached.load(std::memory_order_acquire)) {
-          incoming_[p]->unlink();
-          attached[p] = true;
-        } else {
-          all = false;
-        }
-      }
-    }
-    if (all) break;
-    for (int p : peers)
-      if (!(opened[p] && attached[p]) && watches_[p]->exited())
-        return Status(WEFT_ERR_REMOTE,
-                      strFormat("cuda_ipc transport: rank %d connecting: ", ctx_.rank) +
-                          describe(p) + " exited");
-    if (dl.expired())
-      return Status(WEFT_ERR_TIMEOUT,
-                    strFormat("cuda_ipc transport: rank %d timed out after %.1f s connecting",
-                              ctx_.rank, ctx_.config.bootstrapTimeoutS));
-    usleep(sleepUs);
-    if (sleepUs < 1000) sleepUs *= 2;
+  SegmentAttach a("cuda_ipc", ctx_.rank, ctx_.config.bootstrapTimeoutS);
+  for (int p : peers) {
+    a.open(p, segName(ctx_.rank, p), ctx_.rank, p, &out[p],
+           "its control FIFO to us does not exist");
+    a.await(p, incoming_[p].get());
   }
-  channels_.resize(ctx_.nranks);
+  WEFT_RETURN_IF_ERROR(a.run([this](int p) { return watches_[p]->exited(); },
+                             [this](int p) { return describe(p); }));
+  peers_.resize(ctx_.nranks);
   if (eps->size() < static_cast<size_t>(ctx_.nranks)) eps->resize(ctx_.nranks);
   for (int p : peers) {
-    auto ch = std::make_shared<CudaIpcChannel>(ctx_.rank, p, describe(p), std::move(out[p]),
-                                               std::move(incoming_[p]), outFifo[p], inFifo_[p],
-                                               slotBytes(), stream_);
+    auto ch = std::make_shared<CudaIpcPeer>(ctx_.rank, p, describe(p), std::move(out[p]),
+                                            std::move(incoming_[p]), outFifo[p], inFifo_[p],
+                                            slotBytes(), stream_);
     WEFT_RETURN_IF_ERROR(ch->init());
-    channels_[p] = ch;
+    peers_[p] = ch;
     (*eps)[p] = std::make_unique<CudaIpcEndpoint>(ch);
   }
   WEFT_INFO(kTransport,

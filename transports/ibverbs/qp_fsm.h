@@ -18,7 +18,7 @@ namespace ib {
 enum class QpState { Reset, Init, Rtr, Rts, Error };
 const char* qpStateName(QpState s);
 
-// Attributes a transition sets (weft's own bits; ib_qp_verbs.cc maps them).
+// Attributes a transition sets (weft's own bits; ibverbs_peer.cc maps them).
 enum QpAttr : uint32_t {
   kAttrState = 1u << 0,
   kAttrPkeyIndex = 1u << 1,

@@ -3,7 +3,7 @@
 // reused for every later message inside them. Entries in use are never
 // evicted; past `capacity` entries the least recently used idle one is
 // deregistered. The register / deregister actions are given by the owner
-// (ibv_reg_mr / ibv_dereg_mr in ib_transport_verbs.cc), which keeps this
+// (ibv_reg_mr / ibv_dereg_mr in ibverbs_transport.cc), which keeps this
 // logic free of the verbs header and unit-testable without a device.
 //
 // Not thread-safe: one per transport, used under the communicator's lock.

@@ -5,9 +5,9 @@
 #include <cstring>
 #include <memory>
 
-#include "core/tag.h"
 #include "core/log.h"
-#include "transports/self/ring_queue.h"
+#include "transports/base/posted_ops.h"
+#include "transports/base/ring_queue.h"
 #include "transports/transport.h"
 
 namespace weft {
@@ -22,8 +22,9 @@ struct SelfOp {
 
 // Shared by the transport (shutdown) and the endpoint handed out.
 struct SelfQueues {
-  int rank = 0;
-  bool aborted = false;
+  explicit SelfQueues(int r) : rank(r), state("self", r) {}
+  int rank;
+  PeerState state;       // only ever shut down: a mismatch fails the two messages alone
   uint64_t matched = 0;  // messages matched so far, for error messages
   RingQueue<SelfOp> sends;
   RingQueue<SelfOp> recvs;
@@ -31,11 +32,7 @@ struct SelfQueues {
   Status match(const SelfOp& s, const SelfOp& r) {
     uint64_t seq = matched++;
     if (s.tag != r.tag || s.len != r.len) {
-      Status st = invalidUsage(strFormat(
-          "mismatched messages of rank %d to itself (self, #%llu): receive of %s (%zu bytes), "
-          "send of %s (%zu bytes)",
-          rank, static_cast<unsigned long long>(seq), describeTag(r.tag).c_str(), r.len,
-          describeTag(s.tag).c_str(), s.len));
+      Status st = mismatchError("self", rank, rank, "", seq, {r.tag, r.len}, {s.tag, s.len});
       WEFT_WARN(kTransport, "%s", st.message().c_str());
       s.c->finish(st);
       r.c->finish(st);
@@ -49,9 +46,7 @@ struct SelfQueues {
   }
 
   Status post(bool isSend, const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
-    if (aborted) return Status(WEFT_ERR_ABORTED, "self transport: shut down");
-    if (mem != MemType::Host)
-      return invalidArgument("self transport: device memory is not supported");
+    if (state.refuses(mem)) return state.checkPost(mem);
     SelfOp op{const_cast<void*>(buf), len, tag, c};
     RingQueue<SelfOp>& mine = isSend ? sends : recvs;
     RingQueue<SelfOp>& other = isSend ? recvs : sends;
@@ -88,6 +83,7 @@ class SelfTransport : public Transport {
   bool canReach(const PeerInfo& peer) const override { return peer.rank == rank_; }
   TransportCaps caps() const override {
     TransportCaps c;
+    c.scope = LinkScope::Self;
     c.preferredChunk = 4 << 20;
     c.bandwidthGBs = 10.0;
     c.latencyUs = 0.1;
@@ -103,10 +99,7 @@ class SelfTransport : public Transport {
       if (p != rank_)
         return invalidArgument(strFormat("self transport: rank %d cannot reach rank %d", rank_, p));
       if (eps->size() <= static_cast<size_t>(p)) eps->resize(p + 1);
-      if (!q_) {
-        q_ = std::make_shared<SelfQueues>();
-        q_->rank = rank_;
-      }
+      if (!q_) q_ = std::make_shared<SelfQueues>(rank_);
       (*eps)[p] = std::make_unique<SelfEndpoint>(q_);
     }
     return Status::ok();
@@ -115,7 +108,7 @@ class SelfTransport : public Transport {
   Status checkPeer(int) override { return Status::ok(); }
   void shutdown() override {
     if (!q_) return;
-    q_->aborted = true;
+    q_->state.abort();
     q_->sends.clear();
     q_->recvs.clear();
   }

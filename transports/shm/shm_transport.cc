@@ -1,21 +1,23 @@
 // The shm transport: ranks of one host exchange messages through FIFOs in
-// POSIX shared memory (shm_segment.h, shm_channel.h).
+// POSIX shared memory (shm_segment.h, shm_peer.h).
 //
 // Setup: localAddress() creates, as receiver, one FIFO from every other rank
 // of this host. connect() opens, as sender, the FIFO that each peer created
 // for us and raises its `attached` flag; it then waits (bounded by the
 // bootstrap timeout) until every peer has attached to our FIFOs and unlinks
 // each as soon as it is, so no name survives connect() (or the transport, on
-// failure). Peer death is seen by checkPeer() through a pidfd.
+// failure): the handshake of transports/base/segment_attach.h. Peer death is
+// seen by checkPeer() through a pidfd.
 #include <unistd.h>
 
-#include <cstring>
 #include <memory>
 
-#include "core/clock.h"
 #include "core/log.h"
+#include "transports/base/blob.h"
+#include "transports/base/posted_ops.h"
+#include "transports/base/segment_attach.h"
 #include "transports/shm/arena.h"
-#include "transports/shm/shm_channel.h"
+#include "transports/shm/shm_peer.h"
 #include "transports/shm/shm_segment.h"
 #include "transports/transport.h"
 
@@ -31,7 +33,7 @@ struct Blob {
   uint64_t hostHash;
 };
 
-using ShmEndpoint = ForwardingEndpoint<std::shared_ptr<ShmChannel>>;
+using ShmEndpoint = ForwardingEndpoint<std::shared_ptr<ShmPeer>>;
 
 class ShmTransport : public Transport {
  public:
@@ -47,6 +49,8 @@ class ShmTransport : public Transport {
   }
   TransportCaps caps() const override {
     TransportCaps c;
+    c.scope = LinkScope::IntraHost;
+    c.hostArena = true;
     size_t half = ctx_.config.shmSlots > 1 ? static_cast<size_t>(ctx_.config.shmSlots) / 2 : 1;
     c.preferredChunk = ctx_.config.shmSlotBytes * half;
     c.bandwidthGBs = 4.0;  // two copies per byte (into a slot, out of it)
@@ -78,8 +82,7 @@ class ShmTransport : public Transport {
           segmentName(ctx_.secret, ctx_.commId, ctx_.rank, ctx_.rank), ctx_.rank, ctx_.rank,
           static_cast<uint32_t>(Arena::kBlockSlots), ctx_.config.shmArenaChunk));
     }
-    Blob b{kBlobMagic, static_cast<int32_t>(getpid()), hostHash_};
-    blob->assign(reinterpret_cast<const char*>(&b), sizeof b);
+    BlobWriter(blob).put(Blob{kBlobMagic, static_cast<int32_t>(getpid()), hostHash_});
     return Status::ok();
   }
 
@@ -107,7 +110,7 @@ class ShmTransport : public Transport {
     uint32_t bell = 0;
     const bool armed = arena_->armSleep(
         [this] {
-          for (ShmChannel* ch : active_)
+          for (ShmPeer* ch : active_)
             if (ch->hasNews()) return true;
           return false;
         },
@@ -121,7 +124,7 @@ class ShmTransport : public Transport {
 
   Status progress() override {
     Status first;
-    for (ShmChannel* ch : active_) {
+    for (ShmPeer* ch : active_) {
       const uint64_t before = ch->slotsMoved();
       Status st = ch->progress();
       activity_ += ch->slotsMoved() - before;
@@ -132,9 +135,9 @@ class ShmTransport : public Transport {
   uint64_t activity() const override { return activity_; }
 
   Status checkPeer(int peer) override {
-    if (peer < 0 || static_cast<size_t>(peer) >= channels_.size() || !channels_[peer])
+    if (peer < 0 || static_cast<size_t>(peer) >= peers_.size() || !peers_[peer])
       return Status::ok();
-    ShmChannel& ch = *channels_[peer];
+    ShmPeer& ch = *peers_[peer];
     if (!ch.failed().isOk()) return ch.failed();
     if (watches_[peer] && watches_[peer]->exited())
       return ch.fail(Status(WEFT_ERR_REMOTE, describe(peer) + " exited"));
@@ -156,7 +159,7 @@ class ShmTransport : public Transport {
         for (int r = 0; r < ctx_.nranks; ++r)
           if (r != ctx_.rank) arena_->wakeIfSleeping(r);
     }
-    for (auto& ch : channels_)
+    for (auto& ch : peers_)
       if (ch) ch->abort();
     for (auto& seg : incoming_)
       if (seg) seg->close();
@@ -172,8 +175,7 @@ class ShmTransport : public Transport {
     int pid = watches_.size() > static_cast<size_t>(p) && watches_[p] ? watches_[p]->pid() : 0;
     const std::string& host =
         static_cast<size_t>(p) < ctx_.peers.size() ? ctx_.peers[p].hostname : std::string();
-    return strFormat("rank %d (pid %d on host %s)", p, pid,
-                     host.empty() ? "localhost" : host.c_str());
+    return describePeer(p, pid, host);
   }
 
   Status connectImpl(const std::vector<int>& peers, const std::vector<std::string>& blobs,
@@ -185,8 +187,8 @@ class ShmTransport : public Transport {
   bool addressed_ = false;
   bool connected_ = false;
   std::vector<std::unique_ptr<Segment>> incoming_;     // by sender rank, until connect
-  std::vector<std::shared_ptr<ShmChannel>> channels_;  // by peer rank
-  std::vector<ShmChannel*> active_;                    // the connected ones
+  std::vector<std::shared_ptr<ShmPeer>> peers_;        // by peer rank
+  std::vector<ShmPeer*> active_;                       // the connected ones
   std::vector<std::unique_ptr<PidWatch>> watches_;     // by peer rank
   std::unique_ptr<Segment> myBlock_;                   // this rank's arena block
   std::vector<std::unique_ptr<Segment>> blocks_;       // the other ranks' blocks
@@ -205,10 +207,9 @@ Status ShmTransport::connectImpl(const std::vector<int>& peers,
     if (p < 0 || p >= ctx_.nranks || p == ctx_.rank || !incoming_[p])
       return invalidArgument(strFormat(
           "shm transport: rank %d cannot reach rank %d (not on this host)", ctx_.rank, p));
-    if (static_cast<size_t>(p) >= blobs.size() || blobs[p].size() != sizeof(Blob))
-      return invalidArgument(strFormat("shm transport: bad address blob of rank %d", p));
+    BlobReader in("shm", blobs, p);
     Blob b;
-    memcpy(&b, blobs[p].data(), sizeof b);
+    if (!in.get(&b) || !in.atEnd()) return in.bad();
     if (b.magic != kBlobMagic || b.hostHash != hostHash_)
       return invalidArgument(
           strFormat("shm transport: address blob of rank %d is not from this host", p));
@@ -236,13 +237,13 @@ Status ShmTransport::connectImpl(const std::vector<int>& peers,
   }
   std::vector<std::unique_ptr<Segment>> out(ctx_.nranks);
   WEFT_RETURN_IF_ERROR(waitHandshake(peers, &out));
-  channels_.resize(ctx_.nranks);
+  peers_.resize(ctx_.nranks);
   if (eps->size() < static_cast<size_t>(ctx_.nranks)) eps->resize(ctx_.nranks);
   for (int p : peers) {
-    channels_[p] = std::make_shared<ShmChannel>(ctx_.rank, p, describe(p), std::move(out[p]),
-                                                std::move(incoming_[p]));
-    (*eps)[p] = std::make_unique<ShmEndpoint>(channels_[p]);
-    active_.push_back(channels_[p].get());
+    peers_[p] = std::make_shared<ShmPeer>(ctx_.rank, p, describe(p), std::move(out[p]),
+                                          std::move(incoming_[p]));
+    (*eps)[p] = std::make_unique<ShmEndpoint>(peers_[p]);
+    active_.push_back(peers_[p].get());
   }
   if (withArena) {
     std::vector<Segment*> blocks(ctx_.nranks);
@@ -255,7 +256,7 @@ Status ShmTransport::connectImpl(const std::vector<int>& peers,
     }
     arena_ = std::make_unique<Arena>(ctx_.rank, ctx_.nranks, blocks, watches, names,
                                      ctx_.config.spinUs, hostCpus(ctx_.peers, ctx_.rank));
-    for (int p : peers) channels_[p]->setWaker(arena_.get());
+    for (int p : peers) peers_[p]->setWaker(arena_.get());
   }
   WEFT_INFO(kTransport,
             "shm transport: rank %d connected to %zu peers (%d slots of %zu bytes); arena %s",
@@ -267,89 +268,23 @@ Status ShmTransport::connectImpl(const std::vector<int>& peers,
   return Status::ok();
 }
 
-// Opens each peer's FIFO to us and waits until each peer opened ours;
-// unlinks ours as soon as its sender is attached.
+// Opens each peer's FIFO to us (and its arena block) and waits until each
+// peer opened ours; unlinks ours as soon as its sender is attached, and this
+// rank's block once every peer mapped it.
 Status ShmTransport::waitHandshake(const std::vector<int>& peers,
                                    std::vector<std::unique_ptr<Segment>>* out) {
-  Deadline dl(ctx_.config.bootstrapTimeoutS);
-  std::vector<bool> opened(ctx_.nranks, false), attached(ctx_.nranks, false);
-  std::vector<bool> blockOpened(ctx_.nranks, !myBlock_);
-  bool blockAttached = !myBlock_;
-  int sleepUs = 10;
-  uint64_t nextLiveCheck = nowNs();
-  for (;;) {
-    bool all = true;
-    for (int p : peers) {
-      if (!opened[p]) {
-        auto seg = std::make_unique<Segment>();
-        bool missing = false;
-        WEFT_RETURN_IF_ERROR(
-            seg->open(segmentName(ctx_.secret, ctx_.commId, ctx_.rank, p), ctx_.rank, p, &missing));
-        if (missing) {
-          all = false;
-        } else {
-          seg->header()->attached.store(1, std::memory_order_release);
-          (*out)[p] = std::move(seg);
-          opened[p] = true;
-        }
-      }
-      if (!attached[p]) {
-        if (incoming_[p]->header()->attached.load(std::memory_order_acquire)) {
-          incoming_[p]->unlink();
-          attached[p] = true;
-        } else {
-          all = false;
-        }
-      }
-      if (!blockOpened[p]) {
-        auto seg = std::make_unique<Segment>();
-        bool missing = false;
-        WEFT_RETURN_IF_ERROR(
-            seg->open(segmentName(ctx_.secret, ctx_.commId, p, p), p, p, &missing));
-        if (missing) {
-          all = false;
-        } else {
-          seg->header()->attached.fetch_add(1, std::memory_order_acq_rel);
-          blocks_[p] = std::move(seg);
-          blockOpened[p] = true;
-        }
-      }
-    }
-    if (!blockAttached) {
-      // Every peer maps this rank's block: then its name can go.
-      if (myBlock_->header()->attached.load(std::memory_order_acquire) >= peers.size()) {
-        myBlock_->unlink();
-        blockAttached = true;
-      } else {
-        all = false;
-      }
-    }
-    if (all) return Status::ok();
-    bool expired = dl.expired();
-    if (expired || nowNs() >= nextLiveCheck) {
-      std::string missing;
-      for (int p : peers) {
-        if (opened[p] && attached[p] && blockOpened[p] && blockAttached) continue;
-        if (watches_[p]->exited())
-          return Status(WEFT_ERR_REMOTE,
-                        strFormat("shm transport: rank %d connecting: ", ctx_.rank) + describe(p) +
-                            " exited");
-        if (opened[p] && attached[p] && blockOpened[p]) continue;
-        missing += strFormat("%s%d (%s)", missing.empty() ? "" : ", ", p,
-                             !opened[p]        ? "its FIFO to us does not exist"
-                             : !blockOpened[p] ? "its arena block does not exist"
-                                               : "did not attach");
-      }
-      if (expired)
-        return Status(WEFT_ERR_TIMEOUT,
-                      strFormat("shm transport: rank %d timed out after %.1f s connecting; "
-                                "ranks still missing: %s",
-                                ctx_.rank, ctx_.config.bootstrapTimeoutS, missing.c_str()));
-      nextLiveCheck = nowNs() + 100 * 1000 * 1000;
-    }
-    usleep(sleepUs);
-    if (sleepUs < 1000) sleepUs *= 2;
+  SegmentAttach a("shm", ctx_.rank, ctx_.config.bootstrapTimeoutS);
+  for (int p : peers) {
+    a.open(p, segmentName(ctx_.secret, ctx_.commId, ctx_.rank, p), ctx_.rank, p, &(*out)[p],
+           "its FIFO to us does not exist");
+    if (myBlock_)
+      a.open(p, segmentName(ctx_.secret, ctx_.commId, p, p), p, p, &blocks_[p],
+             "its arena block does not exist", /*count=*/true);
+    a.await(p, incoming_[p].get());
   }
+  if (myBlock_) a.await(-1, myBlock_.get(), static_cast<uint32_t>(peers.size()));
+  return a.run([this](int p) { return watches_[p]->exited(); },
+               [this](int p) { return describe(p); });
 }
 
 }  // namespace

@@ -10,7 +10,6 @@
 #include <cstring>
 
 #include "core/log.h"
-#include "core/tag.h"
 
 namespace weft {
 namespace tcp {
@@ -31,7 +30,8 @@ TcpPeer::TcpPeer(int rank, int peer, const net::Address& remote, const std::vect
       streams_(fds.size()),
       nsocks_(static_cast<int>(fds.size())),
       pending_(pending),
-      activity_(activity) {
+      activity_(activity),
+      state_("tcp", rank) {
   for (size_t i = 0; i < fds.size(); ++i) {
     streams_[i].fd = fds[i];
     epoll_event ev{};
@@ -46,15 +46,8 @@ TcpPeer::~TcpPeer() {
   for (Stream& s : streams_) net::closeFd(&s.fd);
 }
 
-Status TcpPeer::checkPost(MemType mem) const {
-  if (aborted_) return Status(WEFT_ERR_ABORTED, "tcp transport: shut down");
-  if (!failed_.isOk()) return failed_;
-  if (mem != MemType::Host) return invalidArgument("tcp transport: device memory is not supported");
-  return Status::ok();
-}
-
 Status TcpPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
-  if (postRefused(mem)) return checkPost(mem);
+  if (state_.refuses(mem)) return state_.checkPost(mem);
   const uint64_t seq = sendSeq_++;
   const int n = numParts(len, nsocks_);
   sendOps_.push_back({c, n});
@@ -84,7 +77,7 @@ Status TcpPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem,
 }
 
 Status TcpPeer::postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
-  if (postRefused(mem)) return checkPost(mem);
+  if (state_.refuses(mem)) return state_.checkPost(mem);
   const uint64_t seq = recvSeq_++;
   const int n = numParts(len, nsocks_);
   recvOps_.push_back({c, n});
@@ -198,12 +191,9 @@ Status TcpPeer::checkHeader(const RecvPart& p, int sock) {
                                  "magic 0x%08x",
                                  peer_, remote_.c_str(), sock, rank_, h.magic)));
   if (h.tag != p.tag || h.msgLen != p.msgLen)
-    return fail(invalidUsage(strFormat(
-        "mismatched collectives between rank %d and rank %d (tcp, %s, message #%llu): rank %d "
-        "called %s (%llu bytes), rank %d called %s (%llu bytes)",
-        rank_, peer_, remote_.c_str(), static_cast<unsigned long long>(p.op), rank_,
-        describeTag(p.tag).c_str(), static_cast<unsigned long long>(p.msgLen), peer_,
-        describeTag(h.tag).c_str(), static_cast<unsigned long long>(h.msgLen))));
+    return fail(mismatchError("tcp", rank_, peer_,
+                              strFormat("rank %d (%s)", peer_, remote_.c_str()), p.op,
+                              {p.tag, p.msgLen}, {h.tag, h.msgLen}));
   if (h.seq != static_cast<uint32_t>(p.op) || h.partLen != p.len)
     return fail(Status(
         WEFT_ERR_INTERNAL,
@@ -317,7 +307,7 @@ Status TcpPeer::flushRecv(Stream& s, int sock) {
 }
 
 Status TcpPeer::onEvent(int sock, uint32_t events) {
-  if (aborted_ || !failed_.isOk() || sock < 0 || sock >= nsocks_) return failed_;
+  if (!state_.live() || sock < 0 || sock >= nsocks_) return state_.failed();
   Stream& s = streams_[sock];
   if ((events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && !s.sendq.empty())
     WEFT_RETURN_IF_ERROR(flushSend(s));
@@ -335,7 +325,7 @@ Status TcpPeer::onEvent(int sock, uint32_t events) {
 }
 
 Status TcpPeer::pollHungUp() {
-  if (aborted_ || !failed_.isOk()) return failed_;
+  if (!state_.live()) return state_.failed();
   for (int i = 0; i < nsocks_; ++i) {
     Stream& s = streams_[i];
     if (!s.hup) continue;
@@ -349,7 +339,7 @@ Status TcpPeer::pollHungUp() {
 }
 
 Status TcpPeer::check() {
-  if (aborted_ || !failed_.isOk()) return failed_;
+  if (!state_.live()) return state_.failed();
   for (Stream& s : streams_) {
     if (s.hup) return lost("closed by the peer");
     pollfd p{s.fd, POLLRDHUP, 0};
@@ -369,10 +359,7 @@ Status TcpPeer::lost(const std::string& why) {
 }
 
 Status TcpPeer::fail(const Status& st) {
-  if (failed_.isOk()) {
-    failed_ = st;
-    WEFT_WARN(kTransport, "tcp transport: rank %d: %s", rank_, st.message().c_str());
-  }
+  state_.fail(st);
   for (Stream& s : streams_) {
     s.sendq.clear();
     s.recvq.clear();
@@ -399,7 +386,7 @@ void TcpPeer::dropOps(RingQueue<Op>& ops, const Status* st) {
 }
 
 void TcpPeer::abort() {
-  aborted_ = true;
+  state_.abort();
   for (Stream& s : streams_) {
     s.sendq.clear();
     s.recvq.clear();

@@ -19,7 +19,8 @@
 #include <vector>
 
 #include "net/socket.h"
-#include "transports/self/ring_queue.h"
+#include "transports/base/posted_ops.h"
+#include "transports/base/ring_queue.h"
 #include "transports/tcp/tcp_wire.h"
 #include "transports/transport.h"
 
@@ -50,7 +51,7 @@ class TcpPeer {
   Status check();
   // Closes everything; pending operations are dropped, later posts fail.
   void abort();
-  const Status& failed() const { return failed_; }
+  const Status& failed() const { return state_.failed(); }
 
  private:
   struct SendPart {
@@ -83,11 +84,6 @@ class TcpPeer {
     size_t spillHead = 0, spillLen = 0;
   };
 
-  // A post refused (shut down, failed, device memory): checkPost says why.
-  bool postRefused(MemType mem) const {
-    return aborted_ || !failed_.isOk() || mem != MemType::Host;
-  }
-  Status checkPost(MemType mem) const;
   Status flushSend(Stream& s);
   Status flushRecv(Stream& s, int sock);
   // Copies up to n bytes at `src` into the front receive part(s) of `s`;
@@ -116,8 +112,7 @@ class TcpPeer {
   int hups_ = 0;
   int64_t* pending_;
   uint64_t* activity_;
-  Status failed_;
-  bool aborted_ = false;
+  PeerState state_;
 };
 
 }  // namespace tcp

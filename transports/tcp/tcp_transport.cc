@@ -7,11 +7,11 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <memory>
 
 #include "core/log.h"
 #include "net/socket.h"
+#include "transports/base/blob.h"
 #include "transports/tcp/tcp_connect.h"
 #include "transports/tcp/tcp_peer.h"
 #include "transports/tcp/tcp_wire.h"
@@ -34,6 +34,7 @@ class TcpTransport : public Transport {
   bool canReach(const PeerInfo& peer) const override { return peer.rank != ctx_.rank; }
   TransportCaps caps() const override {
     TransportCaps c;
+    c.scope = LinkScope::InterHost;
     c.preferredChunk = static_cast<size_t>(ctx_.config.nsocksPerPeer) * (512 << 10);
     c.bandwidthGBs = 1.0;
     c.latencyUs = 20.0;
@@ -84,7 +85,7 @@ Status TcpTransport::localAddress(std::string* blob) {
   b.magic = kBlobMagic;
   b.version = kWireVersion;
   bound.pack(b.addr);
-  blob->assign(reinterpret_cast<const char*>(&b), sizeof b);
+  BlobWriter(blob).put(b);
   WEFT_INFO(kTransport, "tcp transport: rank %d listens on %s (%s)", ctx_.rank,
             bound.toString().c_str(), ifname.c_str());
   return Status::ok();
@@ -100,13 +101,11 @@ Status TcpTransport::connect(const std::vector<int>& peers, const std::vector<st
     if (p < 0 || p >= ctx_.nranks || p == ctx_.rank)
       return invalidArgument(
           strFormat("tcp transport: rank %d cannot connect to rank %d", ctx_.rank, p));
+    BlobReader in("tcp", blobs, p);
     Blob b;
-    if (static_cast<size_t>(p) >= blobs.size() || blobs[p].size() != sizeof b)
-      return invalidArgument(strFormat("tcp transport: bad address blob of rank %d", p));
-    memcpy(&b, blobs[p].data(), sizeof b);
-    if (b.magic != kBlobMagic || b.version != kWireVersion ||
+    if (!in.get(&b) || !in.atEnd() || b.magic != kBlobMagic || b.version != kWireVersion ||
         !net::Address::unpack(b.addr, &addrs[p]))
-      return invalidArgument(strFormat("tcp transport: bad address blob of rank %d", p));
+      return in.bad();
   }
   epfd_ = epoll_create1(EPOLL_CLOEXEC);
   if (epfd_ < 0) return systemError("tcp transport: epoll_create1", errno);

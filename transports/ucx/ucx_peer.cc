@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "core/log.h"
-#include "core/tag.h"
 #include "transports/ucx/ucx_tls.h"
 
 namespace weft {
@@ -42,7 +41,12 @@ void Shared::giveOp(MsgOp* op) {
 }
 
 UcxPeer::UcxPeer(Shared* sh, int peer, const std::string& host, int pid, bool sameHost)
-    : sh_(sh), peer_(peer), host_(host), pid_(pid), sameHost_(sameHost) {
+    : sh_(sh),
+      peer_(peer),
+      host_(host),
+      pid_(pid),
+      sameHost_(sameHost),
+      state_("ucx", sh->rank, LogLevel::Info) {
   if (sameHost_ && pid_ > 0) watch_.watch(pid_);
 }
 
@@ -83,13 +87,6 @@ Status UcxPeer::open(const void* workerAddr, bool bulk) {
   if (st != UCS_OK)
     return Status(WEFT_ERR_REMOTE, strFormat("ucx transport: rank %d cannot reach %s: %s",
                                              sh_->rank, describe().c_str(), ucs_status_string(st)));
-  return Status::ok();
-}
-
-Status UcxPeer::checkPost(MemType mem) const {
-  if (aborted_) return Status(WEFT_ERR_ABORTED, "ucx transport: shut down");
-  if (!failed_.isOk()) return failed_;
-  if (mem != MemType::Host) return invalidArgument("ucx transport: device memory is not supported");
   return Status::ok();
 }
 
@@ -160,10 +157,10 @@ void UcxPeer::endPart(MsgOp* op, int i, ucs_status_ptr_t r, size_t immediateLen)
 }
 
 Status UcxPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
-  if (postRefused(mem)) return checkPost(mem);
+  if (state_.refuses(mem)) return state_.checkPost(mem);
   if (lost_.isError()) {
     fail(lost_);
-    return failed_;
+    return state_.failed();
   }
   if (len <= kImmediate) {
     // A small message UCP can send at once (its eager short path, copied
@@ -223,7 +220,7 @@ Status UcxPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem,
 }
 
 Status UcxPeer::postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
-  if (postRefused(mem)) return checkPost(mem);
+  if (state_.refuses(mem)) return state_.checkPost(mem);
   MsgOp* op = sh_->takeOp();
   op->peer = this;
   op->c = c;
@@ -270,7 +267,7 @@ void UcxPeer::onRecv(void* request, ucs_status_t status, const ucp_tag_recv_info
 // both the loss and their posting.
 void UcxPeer::onError(void* arg, ucp_ep_h, ucs_status_t status) {
   UcxPeer* self = static_cast<UcxPeer*>(arg);
-  if (self->aborted_ || self->lost_.isError()) return;
+  if (self->state_.aborted() || self->lost_.isError()) return;
   self->lost_ =
       Status(WEFT_ERR_REMOTE, strFormat("ucx transport: connection to %s lost: %s",
                                         self->describe().c_str(), ucs_status_string(status)));
@@ -281,7 +278,7 @@ void UcxPeer::onError(void* arg, ucp_ep_h, ucs_status_t status) {
 }
 
 void UcxPeer::sweepLost() {
-  if (lost_.isOk() || failed_.isError() || aborted_) return;
+  if (lost_.isOk() || state_.failed().isError() || state_.aborted()) return;
   if (sh_->rounds < lostRound_ + 2) return;
   for (MsgOp* op : live_)
     if (!op->finished && (!op->recv || sh_->rounds >= op->postedRound + 2)) {
@@ -308,12 +305,8 @@ void UcxPeer::checkHeader(MsgOp* op, size_t got) {
     return;
   }
   if (h.tag != op->tag || h.len != op->len) {
-    op->headerSt = invalidUsage(strFormat(
-        "mismatched collectives between rank %d and rank %d (ucx, %s, message #%llu): rank %d "
-        "called %s (%llu bytes), rank %d called %s (%llu bytes)",
-        sh_->rank, peer_, host_.c_str(), static_cast<unsigned long long>(op->seq), sh_->rank,
-        describeTag(op->tag).c_str(), static_cast<unsigned long long>(op->len), peer_,
-        describeTag(h.tag).c_str(), static_cast<unsigned long long>(h.len)));
+    op->headerSt = mismatchError("ucx", sh_->rank, peer_, describe(), op->seq, {op->tag, op->len},
+                                 {h.tag, h.len});
     return;
   }
   op->c->stamp = h.stamp;
@@ -384,18 +377,14 @@ void UcxPeer::cancelRecvs() {
 }
 
 void UcxPeer::fail(const Status& st) {
-  if (failed_.isOk()) {
-    failed_ = st;
-    if (sh_->sticky.isOk()) sh_->sticky = st;
-    WEFT_INFO(kTransport, "ucx transport: rank %d: %s", sh_->rank, st.message().c_str());
-  }
+  if (state_.fail(st) && sh_->sticky.isOk()) sh_->sticky = st;
   for (MsgOp* op : live_)
-    if (!op->finished) finishOp(op, failed_);
+    if (!op->finished) finishOp(op, state_.failed());
   cancelRecvs();
 }
 
 void UcxPeer::drop(bool flush, std::vector<void*>* closing) {
-  aborted_ = true;
+  state_.abort();
   for (MsgOp* op : live_)
     if (!op->finished) {
       op->finished = true;  // dropped: the completion never fires
@@ -423,8 +412,8 @@ bool UcxPeer::receiving() const {
 }
 
 bool UcxPeer::quiet() const {
-  if (lost_.isError() || aborted_ || !ep_) return false;
-  if (failed_.isError() && failed_.code() != WEFT_ERR_INVALID_USAGE) return false;
+  if (lost_.isError() || state_.aborted() || !ep_) return false;
+  if (state_.failed().isError() && state_.failed().code() != WEFT_ERR_INVALID_USAGE) return false;
   for (const MsgOp* op : live_)
     if (!op->finished || op->req[0] || op->req[1]) return false;
   if (sameHost_ && watch_.exited()) return false;
@@ -432,11 +421,11 @@ bool UcxPeer::quiet() const {
 }
 
 Status UcxPeer::check() {
-  if (!failed_.isOk()) return failed_;
+  if (!state_.failed().isOk()) return state_.failed();
   sweepLost();
-  if (!failed_.isOk()) return failed_;
+  if (!state_.failed().isOk()) return state_.failed();
   if (sameHost_ && watch_.exited()) fail(Status(WEFT_ERR_REMOTE, describe() + " exited"));
-  return failed_;
+  return state_.failed();
 }
 
 }  // namespace ucx

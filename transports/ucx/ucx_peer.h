@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "transports/base/posted_ops.h"
 #include "transports/shm/shm_segment.h"
 #include "transports/transport.h"
 #include "transports/ucx/ucx_wire.h"
@@ -91,7 +92,7 @@ class UcxPeer {
   // sends left in UCX's buffers (`flush`), else at once. Appends the close
   // requests to wait for to `closing`.
   void drop(bool flush, std::vector<void*>* closing);
-  const Status& failed() const { return failed_; }
+  const Status& failed() const { return state_.failed(); }
   // Nothing pending with this peer and its endpoint not lost: safe to flush.
   bool quiet() const;
   // A receive still owns a UCP request: data may land in its buffer.
@@ -105,11 +106,6 @@ class UcxPeer {
   static void onError(void* arg, ucp_ep_h ep, ucs_status_t status);
 
  private:
-  // A post refused (shut down, failed, device memory): checkPost says why.
-  bool postRefused(MemType mem) const {
-    return aborted_ || !failed_.isOk() || mem != MemType::Host;
-  }
-  Status checkPost(MemType mem) const;
   Status sendPart(MsgOp* op, int i, const void* data, size_t len, Kind k);
   // The error of a send UCP refused, naming the peer.
   Status sendFailed(ucs_status_t st) const;
@@ -143,10 +139,9 @@ class UcxPeer {
   uint64_t sendSeq_ = 0, recvSeq_ = 0;
   std::vector<MsgOp*> live_;  // ops with outstanding UCP requests
   shm::PidWatch watch_;
-  Status failed_;
+  PeerState state_;
   Status lost_;  // the endpoint failed (onError); not yet a failure of ours
   uint64_t lostRound_ = 0;
-  bool aborted_ = false;
 };
 
 }  // namespace ucx

@@ -14,11 +14,11 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "transports/base/blob.h"
 #include "transports/transport.h"
 #include "transports/ucx/ucx_peer.h"
 #include "transports/ucx/ucx_tls.h"
@@ -50,6 +50,7 @@ class UcxTransport : public Transport {
   }
   TransportCaps caps() const override {
     TransportCaps c;
+    c.scope = LinkScope::InterHost;
     c.preferredChunk = 1 << 20;
     // Static figures until the topology supplies measured ones: UCX over
     // TCP is about as fast as weft's tcp; over RDMA far faster.
@@ -195,8 +196,7 @@ Status UcxTransport::localAddress(std::string* blob) {
                   strFormat("ucx transport: ucp_worker_get_address: %s", ucs_status_string(st)));
   BlobHeader h{kBlobMagic, kWireVersion, hostHash_, static_cast<int32_t>(getpid()),
                static_cast<uint32_t>(len)};
-  blob->assign(reinterpret_cast<const char*>(&h), sizeof h);
-  blob->append(reinterpret_cast<const char*>(addr), len);
+  BlobWriter(blob).put(h).bytes(addr, len);
   ucp_worker_release_address(sh_.worker, addr);
   WEFT_INFO(kTransport, "ucx transport: rank %d worker address of %zu bytes%s", ctx_.rank, len,
             rdma_ ? " (RDMA-capable transports present)" : "");
@@ -212,16 +212,15 @@ Status UcxTransport::connect(const std::vector<int>& peers, const std::vector<st
   for (int p : peers) {
     if (p < 0 || p >= ctx_.nranks || p == ctx_.rank)
       return invalidArgument(strFormat("ucx transport: rank %d cannot connect to rank %d", ctx_.rank, p));
+    BlobReader in("ucx", blobs, p);
     BlobHeader h;
-    if (static_cast<size_t>(p) >= blobs.size() || blobs[p].size() < sizeof h)
-      return invalidArgument(strFormat("ucx transport: bad address blob of rank %d", p));
-    memcpy(&h, blobs[p].data(), sizeof h);
-    if (h.magic != kBlobMagic || h.version != kWireVersion || blobs[p].size() != sizeof h + h.addrLen)
-      return invalidArgument(strFormat("ucx transport: bad address blob of rank %d", p));
+    if (!in.get(&h) || h.magic != kBlobMagic || h.version != kWireVersion || in.left() != h.addrLen)
+      return in.bad();
     std::string host = static_cast<size_t>(p) < ctx_.peers.size() ? ctx_.peers[p].hostname : "?";
     if (host.empty()) host = "?";
     peers_[p] = std::make_unique<UcxPeer>(&sh_, p, host, h.pid, h.hostHash == hostHash_);
-    WEFT_RETURN_IF_ERROR(peers_[p]->open(blobs[p].data() + sizeof h, !rdma_ && ctx_.config.ucxFastRndv));
+    // The worker address: UCP reads it byte by byte (no alignment needed).
+    WEFT_RETURN_IF_ERROR(peers_[p]->open(in.take(h.addrLen), !rdma_ && ctx_.config.ucxFastRndv));
   }
   WEFT_RETURN_IF_ERROR(hello(peers));
   if (eps->size() < static_cast<size_t>(ctx_.nranks)) eps->resize(ctx_.nranks);

@@ -1,10 +1,9 @@
-#include "transports/ibverbs/ib_peer_verbs.h"
+#include "transports/ibverbs/ibverbs_peer.h"
 
 #include <arpa/inet.h>
 
 #include <cstring>
 
-#include "core/tag.h"
 #include "core/log.h"
 
 namespace weft {
@@ -66,8 +65,19 @@ ibv_qp_state verbsState(QpState s) {
 }  // namespace
 
 IbPeer::IbPeer(Shared* sh, int peer, int nqps, const std::string& host, int pid, bool sameHost)
-    : sh_(sh), peer_(peer), nqps_(nqps), host_(host), pid_(pid), sameHost_(sameHost) {
+    : sh_(sh),
+      peer_(peer),
+      nqps_(nqps),
+      host_(host),
+      pid_(pid),
+      sameHost_(sameHost),
+      state_("ibverbs", sh->rank, LogLevel::Info) {
   if (sameHost_ && pid_ > 0) watch_.watch(pid_);
+  // The transport set up GPUDirect RDMA before making its peers.
+  state_.setMemory(true, sh_->gdr != GdrMode::Off,
+                   "ibverbs transport: device memory needs GPUDirect RDMA (WEFT_NET_GDR), which "
+                   "is off here: " +
+                       sh_->gdrWhy);
 }
 
 IbPeer::~IbPeer() {
@@ -198,16 +208,7 @@ Status IbPeer::connect(const BlobHeader& remote, const QpAddr* remoteQps, uint64
   h.len = commId;
   h.rank = sh_->rank;
   sendMsg(0, h, nullptr, 0);
-  return failed_;
-}
-
-Status IbPeer::checkPost(MemType mem) const {
-  if (aborted_) return Status(WEFT_ERR_ABORTED, "ibverbs transport: shut down");
-  if (!failed_.isOk()) return failed_;
-  if (mem != MemType::Host && sh_->gdr == GdrMode::Off)
-    return invalidArgument("ibverbs transport: device memory needs GPUDirect RDMA (WEFT_NET_GDR), "
-                           "which is off here: " + sh_->gdrWhy);
-  return Status::ok();
+  return state_.failed();
 }
 
 void IbPeer::sendMsg(int q, Header h, const void* payload, size_t len) {
@@ -221,7 +222,7 @@ void IbPeer::sendMsg(int q, Header h, const void* payload, size_t len) {
 // credits this side owes ride in each header as it leaves.
 void IbPeer::drain(int qi) {
   Qp& q = qps_[qi];
-  while (!q.backlog.empty() && failed_.isOk() && !aborted_) {
+  while (!q.backlog.empty() && state_.live()) {
     std::string& m = q.backlog.front();
     Header h;
     memcpy(&h, m.data(), sizeof h);
@@ -259,7 +260,7 @@ void IbPeer::drain(int qi) {
 }
 
 Status IbPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
-  WEFT_RETURN_IF_ERROR(checkPost(mem));
+  if (state_.refuses(mem)) return state_.checkPost(mem);
   const uint64_t seq = sendSeq_++;
   const int q = static_cast<int>(seq % static_cast<uint64_t>(nqps_));
   Header h{};
@@ -275,7 +276,7 @@ Status IbPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem, 
     // writes it from the registration instead.
     h.type = static_cast<uint8_t>(MsgType::Eager);
     sendMsg(q, h, buf, len);
-    if (failed_.isError()) return failed_;
+    if (state_.failed().isError()) return state_.failed();
     c->finish();
     return Status::ok();
   }
@@ -286,11 +287,11 @@ Status IbPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem, 
   ++sh_->pending;
   h.type = static_cast<uint8_t>(MsgType::Rts);
   sendMsg(q, h, nullptr, 0);
-  return failed_.isError() ? failed_ : Status::inProgress();
+  return state_.failed().isError() ? state_.failed() : Status::inProgress();
 }
 
 Status IbPeer::postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
-  WEFT_RETURN_IF_ERROR(checkPost(mem));
+  if (state_.refuses(mem)) return state_.checkPost(mem);
   const uint64_t seq = recvSeq_++;
   if (recvs_.empty()) recvBase_ = seq;
   const bool device = mem != MemType::Host;
@@ -303,7 +304,7 @@ Status IbPeer::postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Comple
     early_.erase(it);
     match(recvs_.back(), a.h, a.data.data());
   }
-  if (failed_.isError()) return failed_;
+  if (state_.failed().isError()) return state_.failed();
   return Status::inProgress();
 }
 
@@ -320,12 +321,8 @@ IbPeer::SendOp* IbPeer::sendOp(uint32_t seq) {
 
 void IbPeer::match(RecvOp& r, const Header& h, const char* data) {
   if (h.tag != r.tag || h.len != r.len) {
-    fail(invalidUsage(strFormat(
-        "mismatched collectives between rank %d and rank %d (ibverbs, %s, message #%llu): rank %d "
-        "called %s (%llu bytes), rank %d called %s (%llu bytes)",
-        sh_->rank, peer_, host_.c_str(), static_cast<unsigned long long>(r.seq), sh_->rank,
-        describeTag(r.tag).c_str(), static_cast<unsigned long long>(r.len), peer_,
-        describeTag(h.tag).c_str(), static_cast<unsigned long long>(h.len))));
+    fail(mismatchError("ibverbs", sh_->rank, peer_, describe(), r.seq, {r.tag, r.len},
+                       {h.tag, h.len}));
     return;
   }
   r.c->stamp = h.addr;
@@ -381,7 +378,7 @@ void IbPeer::onCts(const Header& h) {
 // credit like a SEND; CTSs wait in order until one is free.
 void IbPeer::issueWrites(int qi) {
   Qp& q = qps_[qi];
-  while (!q.writes.empty() && failed_.isOk() && !aborted_ && q.credits.takeForData()) {
+  while (!q.writes.empty() && state_.live() && q.credits.takeForData()) {
     const Header h = q.writes.front();
     q.writes.pop_front();
     SendOp* s = sendOp(h.seq);
@@ -432,7 +429,7 @@ void IbPeer::onCompletion(const ibv_wc& wc) {
   const int qi = wrQp(wc.wr_id);
   if (qi >= nqps_) return;
   if (wc.status != IBV_WC_SUCCESS) {
-    if (!aborted_)
+    if (!state_.aborted())
       fail(Status(WEFT_ERR_REMOTE, strFormat("ibverbs: connection to %s lost: %s (QP %d)",
                                              describe().c_str(), ibv_wc_status_str(wc.status), qi)));
     return;
@@ -492,17 +489,14 @@ void IbPeer::onCompletion(const ibv_wc& wc) {
 }
 
 void IbPeer::fail(const Status& st) {
-  if (failed_.isOk()) {
-    failed_ = st;
-    if (sh_->sticky.isOk()) sh_->sticky = st;
-  }
-  for (SendOp& s : sends_) finishSend(s, failed_);
-  for (RecvOp& r : recvs_) finishRecv(r, failed_);
+  if (state_.fail(st) && sh_->sticky.isOk()) sh_->sticky = st;
+  for (SendOp& s : sends_) finishSend(s, state_.failed());
+  for (RecvOp& r : recvs_) finishRecv(r, state_.failed());
   popDone();
 }
 
 void IbPeer::drop() {
-  aborted_ = true;
+  state_.abort();
   for (SendOp& s : sends_)
     if (!s.done) {
       s.done = true;
@@ -518,9 +512,9 @@ void IbPeer::drop() {
 }
 
 Status IbPeer::check() {
-  if (!failed_.isOk()) return failed_;
+  if (!state_.failed().isOk()) return state_.failed();
   if (sameHost_ && watch_.exited()) fail(Status(WEFT_ERR_REMOTE, describe() + " exited"));
-  return failed_;
+  return state_.failed();
 }
 
 }  // namespace ib

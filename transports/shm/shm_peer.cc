@@ -1,17 +1,15 @@
-#include "transports/shm/shm_channel.h"
+#include "transports/shm/shm_peer.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "core/tag.h"
-#include "core/log.h"
 #include "transports/shm/arena.h"
 
 namespace weft {
 namespace shm {
 
-ShmChannel::ShmChannel(int rank, int peer, std::string peerDesc, std::unique_ptr<Segment> out,
-                       std::unique_ptr<Segment> in)
+ShmPeer::ShmPeer(int rank, int peer, std::string peerDesc, std::unique_ptr<Segment> out,
+                 std::unique_ptr<Segment> in)
     : rank_(rank),
       peer_(peer),
       peerDesc_(std::move(peerDesc)),
@@ -22,16 +20,10 @@ ShmChannel::ShmChannel(int rank, int peer, std::string peerDesc, std::unique_ptr
       outSlotBytes_(outHdr_->slotBytes),
       inHdr_(in_->header()),
       inSlots_(inHdr_->slots),
-      inSlotBytes_(inHdr_->slotBytes) {}
+      inSlotBytes_(inHdr_->slotBytes),
+      state_("shm", rank) {}
 
-Status ShmChannel::checkPost(MemType mem) const {
-  if (aborted_) return Status(WEFT_ERR_ABORTED, "shm transport: shut down");
-  if (!failed_.isOk()) return failed_;
-  if (mem != MemType::Host) return invalidArgument("shm transport: device memory is not supported");
-  return Status::ok();
-}
-
-bool ShmChannel::pushSend(Op& op) {
+bool ShmPeer::pushSend(Op& op) {
   do {
     if (head_ - tailCache_ >= outSlots_) {
       tailCache_ = outHdr_->tail.load(std::memory_order_acquire);
@@ -55,20 +47,20 @@ bool ShmChannel::pushSend(Op& op) {
   return true;
 }
 
-void ShmChannel::wakePeer() {
+void ShmPeer::wakePeer() {
   if (!waker_) return;
   std::atomic_thread_fence(std::memory_order_seq_cst);
   waker_->wakeIfSleeping(peer_);
 }
 
-bool ShmChannel::hasNews() const {
-  if (aborted_ || !failed_.isOk()) return false;
+bool ShmPeer::hasNews() const {
+  if (!state_.live()) return false;
   if (!recvs_.empty() && inHdr_->head.load(std::memory_order_acquire) != tail_) return true;
   if (!sends_.empty() && outHdr_->tail.load(std::memory_order_acquire) != tailCache_) return true;
   return false;
 }
 
-Status ShmChannel::pullRecv(Op& op, bool* done) {
+Status ShmPeer::pullRecv(Op& op, bool* done) {
   *done = false;
   do {
     if (tail_ == headCache_) {
@@ -78,12 +70,8 @@ Status ShmChannel::pullRecv(Op& op, bool* done) {
     const SlotHeader* s = in_->slot(tailIdx_);
     if (s->tag != op.tag || s->msgLen != op.len) {
       inHdr_->broken.store(1, std::memory_order_release);
-      return fail(invalidUsage(strFormat(
-          "mismatched collectives between rank %d and rank %d (shm, message #%llu from %s): "
-          "rank %d called %s (%zu bytes), rank %d called %s (%llu bytes)",
-          rank_, peer_, static_cast<unsigned long long>(recvSeq_), peerDesc_.c_str(), rank_,
-          describeTag(op.tag).c_str(), op.len, peer_, describeTag(s->tag).c_str(),
-          static_cast<unsigned long long>(s->msgLen))));
+      return fail(mismatchError("shm", rank_, peer_, peerDesc_, recvSeq_, {op.tag, op.len},
+                                {s->tag, s->msgLen}));
     }
     size_t part = std::min(inSlotBytes_, op.len - op.off);
     if (s->seq != recvSeq_ || s->partLen != part) {
@@ -109,8 +97,8 @@ Status ShmChannel::pullRecv(Op& op, bool* done) {
   return Status::ok();
 }
 
-Status ShmChannel::postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
-  WEFT_RETURN_IF_ERROR(checkPost(mem));
+Status ShmPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
+  if (state_.refuses(mem)) return state_.checkPost(mem);
   Op op{static_cast<char*>(const_cast<void*>(buf)), len, 0, tag, c};
   if (sends_.empty() && pushSend(op)) {
     c->finish();
@@ -120,8 +108,8 @@ Status ShmChannel::postSend(const void* buf, size_t len, uint64_t tag, MemType m
   return Status::inProgress();
 }
 
-Status ShmChannel::postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
-  WEFT_RETURN_IF_ERROR(checkPost(mem));
+Status ShmPeer::postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
+  if (state_.refuses(mem)) return state_.checkPost(mem);
   Op op{static_cast<char*>(buf), len, 0, tag, c};
   if (recvs_.empty()) {
     bool done = false;
@@ -139,17 +127,14 @@ Status ShmChannel::postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Co
   return Status::inProgress();
 }
 
-Status ShmChannel::progress() {
-  if (aborted_) return Status::ok();
-  if (!failed_.isOk()) return failed_;
+Status ShmPeer::progress() {
+  if (state_.aborted()) return Status::ok();
+  if (!state_.failed().isOk()) return state_.failed();
   while (!sends_.empty()) {
     Op& op = sends_.front();
     if (!pushSend(op)) {
       if (outHdr_->broken.load(std::memory_order_acquire))
-        return fail(
-            invalidUsage(strFormat("%s reported a mismatched message from rank %d (shm; mismatched "
-                                   "collectives?)",
-                                   peerDesc_.c_str(), rank_)));
+        return fail(peerReportedMismatch("shm", rank_, peerDesc_));
       break;
     }
     Completion* c = op.c;
@@ -168,24 +153,15 @@ Status ShmChannel::progress() {
   return Status::ok();
 }
 
-Status ShmChannel::fail(const Status& st) {
-  if (failed_.isOk()) {
-    failed_ = st;
-    WEFT_WARN(kTransport, "%s", st.message().c_str());
-  }
-  while (!sends_.empty()) {
-    sends_.front().c->finish(st);
-    sends_.pop_front();
-  }
-  while (!recvs_.empty()) {
-    recvs_.front().c->finish(st);
-    recvs_.pop_front();
-  }
+Status ShmPeer::fail(const Status& st) {
+  state_.fail(st);
+  finishAll(sends_, st);
+  finishAll(recvs_, st);
   return st;
 }
 
-void ShmChannel::abort() {
-  aborted_ = true;
+void ShmPeer::abort() {
+  state_.abort();
   sends_.clear();
   recvs_.clear();
   // The peer maps both FIFOs: it sees that this rank left (peerLeft).
@@ -197,8 +173,8 @@ void ShmChannel::abort() {
   in_->unlink();
 }
 
-bool ShmChannel::peerLeft() const {
-  if (aborted_) return false;  // this side's own abort set the flags
+bool ShmPeer::peerLeft() const {
+  if (state_.aborted()) return false;  // this side's own abort set the flags
   for (const Segment* s : {out_.get(), in_.get()})
     if (s && s->header() && s->header()->closed.load(std::memory_order_acquire)) return true;
   return false;

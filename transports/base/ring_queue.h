@@ -1,7 +1,8 @@
-// RingQueue: a FIFO over one power-of-two array that only grows. Used by every
-// transport for posted operations: push/pop never allocate once the queue has
-// reached its working size (growth doubles, so it is amortized), unlike
-// std::deque which allocates a block every few hundred pushes.
+// RingQueue: a FIFO over one power-of-two array that only grows. Used by the
+// transports (self, shm, tcp) for posted operations: push/pop never allocate
+// once the queue has reached its working size (growth doubles, so it is
+// amortized), unlike std::deque which allocates a block every few hundred
+// pushes.
 #pragma once
 
 #include <cstddef>

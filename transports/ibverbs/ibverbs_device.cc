@@ -1,4 +1,4 @@
-#include "transports/ibverbs/ib_device_verbs.h"
+#include "transports/ibverbs/ibverbs_device.h"
 
 #include <cstring>
 #include <vector>

@@ -1,7 +1,7 @@
 // The ibverbs transport: InfiniBand / RoCE through rdma-core, RC queue pairs
-// (WEFT_IB_QPS_PER_PEER per peer) on the port ib_device_verbs.h picks,
+// (WEFT_IB_QPS_PER_PEER per peer) on the port ibverbs_device.h picks,
 // eager SENDs for small messages and RDMA WRITE with immediate for large
-// ones (ib_wire.h), credit flow control (credits.h), a registration cache
+// ones (ibverbs_wire.h), credit flow control (credits.h), a registration cache
 // (reg_cache.h) and one completion queue polled by progress().
 //
 // Used only when WEFT_TRANSPORTS names it: it has not yet run on RDMA
@@ -15,7 +15,8 @@
 
 #include "core/clock.h"
 #include "core/log.h"
-#include "transports/ibverbs/ib_peer_verbs.h"
+#include "transports/base/blob.h"
+#include "transports/ibverbs/ibverbs_peer.h"
 #include "transports/transport.h"
 
 namespace weft {
@@ -46,6 +47,7 @@ class IbTransport : public Transport {
   bool canReach(const PeerInfo& peer) const override { return peer.rank != ctx_.rank; }
   TransportCaps caps() const override {
     TransportCaps c;
+    c.scope = LinkScope::InterHost;
     c.preferredChunk = 1 << 20;
     c.bandwidthGBs = 10.0;  // until the topology measures the link
     c.latencyUs = 3.0;
@@ -180,8 +182,7 @@ Status IbTransport::localAddress(std::string* blob) {
   h.lid = sh_.port.lid;
   h.useGid = sh_.port.ethernet || sh_.port.lid == 0;
   memcpy(h.gid, sh_.port.gid.raw, 16);
-  blob->assign(reinterpret_cast<const char*>(&h), sizeof h);
-  blob->append(reinterpret_cast<const char*>(all.data()), all.size() * sizeof(QpAddr));
+  BlobWriter(blob).put(h).putArray(all);
   return Status::ok();
 }
 
@@ -191,18 +192,17 @@ Status IbTransport::connect(const std::vector<int>& peers, const std::vector<std
     return invalidUsage("ibverbs transport: connect() needs one localAddress() first, once");
   connected_ = true;
   for (int p : peers) {
+    BlobReader in("ibverbs", blobs, p);
     BlobHeader h;
-    if (p < 0 || p >= ctx_.nranks || p == ctx_.rank || static_cast<size_t>(p) >= blobs.size() ||
-        blobs[p].size() < sizeof h)
-      return invalidArgument(strFormat("ibverbs transport: bad address blob of rank %d", p));
-    memcpy(&h, blobs[p].data(), sizeof h);
-    const size_t want = sizeof h + static_cast<size_t>(h.nranks) * h.nqps * sizeof(QpAddr);
-    if (h.magic != kBlobMagic || h.version != kWireVersion || h.nranks != ctx_.nranks ||
-        h.nqps < 1 || blobs[p].size() != want)
-      return invalidArgument(strFormat("ibverbs transport: bad address blob of rank %d", p));
-    const QpAddr* qps = reinterpret_cast<const QpAddr*>(blobs[p].data() + sizeof h) +
-                        static_cast<size_t>(ctx_.rank) * h.nqps;
-    WEFT_RETURN_IF_ERROR(peers_[p]->connect(h, qps, ctx_.secret, ctx_.commId));
+    if (p < 0 || p >= ctx_.nranks || p == ctx_.rank || !in.get(&h) || h.magic != kBlobMagic ||
+        h.version != kWireVersion || h.nranks != ctx_.nranks || h.nqps < 1 ||
+        in.left() != static_cast<size_t>(h.nranks) * h.nqps * sizeof(QpAddr))
+      return in.bad();
+    // The QPs rank p made for this rank.
+    std::vector<QpAddr> qps(static_cast<size_t>(h.nqps));
+    in.skip(static_cast<size_t>(ctx_.rank) * h.nqps * sizeof(QpAddr));
+    in.getArray(qps.data(), qps.size());
+    WEFT_RETURN_IF_ERROR(peers_[p]->connect(h, qps.data(), ctx_.secret, ctx_.commId));
   }
   // Every peer's Hello, bounded by the bootstrap timeout.
   Deadline dl(ctx_.config.bootstrapTimeoutS);

@@ -1,4 +1,4 @@
-// IbPeer: the data path to one peer over nqps RC queue pairs (ib_wire.h
+// IbPeer: the data path to one peer over nqps RC queue pairs (ibverbs_wire.h
 // says what travels). It owns the QPs and their slot buffers; the transport
 // owns the protection domain, the completion queue (shared by all peers)
 // and the registration cache, and hands each work completion to the peer
@@ -12,11 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "transports/base/posted_ops.h"
 #include "transports/ibverbs/credits.h"
-#include "transports/ibverbs/ib_device_verbs.h"
-#include "transports/ibverbs/ib_wire.h"
-#include "transports/ibverbs/qp_fsm.h"
 #include "transports/ibverbs/gdr.h"
+#include "transports/ibverbs/ibverbs_device.h"
+#include "transports/ibverbs/ibverbs_wire.h"
+#include "transports/ibverbs/qp_fsm.h"
 #include "transports/ibverbs/reg_cache.h"
 #include "transports/shm/shm_segment.h"
 #include "transports/transport.h"
@@ -72,7 +73,7 @@ class IbPeer {
   void fail(const Status& st);
   // Shutdown: QPs to ERROR, pending operations dropped.
   void drop();
-  const Status& failed() const { return failed_; }
+  const Status& failed() const { return state_.failed(); }
   std::string describe() const;
 
  private:
@@ -111,7 +112,6 @@ class IbPeer {
     std::string data;
   };
 
-  Status checkPost(MemType mem) const;
   Status modify(Qp& q, QpState to, const RemoteQp* remote);
   char* recvSlot(int q, uint32_t i);
   char* sendSlot(int q, uint32_t i);
@@ -147,8 +147,7 @@ class IbPeer {
   std::map<uint32_t, Arrival> early_;  // arrived before their receive was posted
   bool helloOk_ = false;
   uint64_t secret_ = 0, commId_ = 0;
-  Status failed_;
-  bool aborted_ = false;
+  PeerState state_;
 };
 
 }  // namespace ib

@@ -1,4 +1,4 @@
-#include "transports/cuda_ipc/cuda_ipc_channel.h"
+#include "transports/cuda_ipc/cuda_ipc_peer.h"
 
 #include <algorithm>
 
@@ -11,9 +11,9 @@ namespace cuda_ipc {
 using shm::FifoHeader;
 using shm::SlotHeader;
 
-CudaIpcChannel::CudaIpcChannel(int rank, int peer, std::string peerDesc,
-                               std::unique_ptr<shm::Segment> out, std::unique_ptr<shm::Segment> in,
-                               char* outSlots, char* inSlots, size_t slotBytes, void* stream)
+CudaIpcPeer::CudaIpcPeer(int rank, int peer, std::string peerDesc,
+                         std::unique_ptr<shm::Segment> out, std::unique_ptr<shm::Segment> in,
+                         char* outSlots, char* inSlots, size_t slotBytes, void* stream)
     : rank_(rank),
       peer_(peer),
       peerDesc_(std::move(peerDesc)),
@@ -23,14 +23,17 @@ CudaIpcChannel::CudaIpcChannel(int rank, int peer, std::string peerDesc,
       inSlots_(inSlots),
       slotBytes_(slotBytes),
       stream_(stream),
-      slots_(std::min(out_->header()->slots, in_->header()->slots)) {}
+      slots_(std::min(out_->header()->slots, in_->header()->slots)),
+      state_("cuda_ipc", rank) {
+  state_.setMemory(false, true, "cuda_ipc transport: host memory is not supported (use shm)");
+}
 
-CudaIpcChannel::~CudaIpcChannel() {
+CudaIpcPeer::~CudaIpcPeer() {
   for (void* e : sendEvents_) cuda::eventDestroy(e);
   for (void* e : recvEvents_) cuda::eventDestroy(e);
 }
 
-Status CudaIpcChannel::init() {
+Status CudaIpcPeer::init() {
   for (uint32_t i = 0; i < slots_; ++i) {
     void* e = nullptr;
     WEFT_RETURN_IF_ERROR(cuda::eventCreate(&e));
@@ -41,17 +44,9 @@ Status CudaIpcChannel::init() {
   return Status();
 }
 
-Status CudaIpcChannel::checkPost(MemType mem) const {
-  if (aborted_) return Status(WEFT_ERR_ABORTED, "cuda_ipc transport: shut down");
-  if (!failed_.isOk()) return failed_;
-  if (mem != MemType::Cuda)
-    return invalidArgument("cuda_ipc transport: host memory is not supported (use shm)");
-  return Status();
-}
-
 // Copies the front sends into free slots of the peer, one slot a step, as
 // long as slots are free. A slot is published only once its copy is done.
-Status CudaIpcChannel::issueSends() {
+Status CudaIpcPeer::issueSends() {
   FifoHeader* h = out_->header();
   while (!sends_.empty()) {
     Op& op = sends_.front();
@@ -84,7 +79,7 @@ Status CudaIpcChannel::issueSends() {
 
 // Copies published slots out into the front receives, checking each slot's
 // header against the receive it fills.
-Status CudaIpcChannel::issueRecvs() {
+Status CudaIpcPeer::issueRecvs() {
   FifoHeader* h = in_->header();
   while (!recvs_.empty()) {
     Op& op = recvs_.front();
@@ -96,12 +91,8 @@ Status CudaIpcChannel::issueRecvs() {
     const SlotHeader* s = in_->slot(idx);
     if (s->tag != op.tag || s->msgLen != op.len) {
       h->broken.store(1, std::memory_order_release);
-      return fail(invalidUsage(strFormat(
-          "mismatched message from %s to rank %d (cuda_ipc): recv #%llu expects tag 0x%llx and "
-          "%zu bytes, rank %d sent tag 0x%llx and %llu bytes (mismatched collectives?)",
-          peerDesc_.c_str(), rank_, static_cast<unsigned long long>(recvSeq_),
-          static_cast<unsigned long long>(op.tag), op.len, peer_,
-          static_cast<unsigned long long>(s->tag), static_cast<unsigned long long>(s->msgLen))));
+      return fail(mismatchError("cuda_ipc", rank_, peer_, peerDesc_, recvSeq_, {op.tag, op.len},
+                                {s->tag, s->msgLen}));
     }
     const size_t part = std::min(slotBytes_, op.len - op.off);
     if (s->seq != recvSeq_ || s->partLen != part) {
@@ -132,7 +123,7 @@ Status CudaIpcChannel::issueRecvs() {
 
 // Publishes the slots whose copies are done, in order; completes the ops
 // whose last slot that was.
-Status CudaIpcChannel::retire(std::deque<Flight>* flights, bool send) {
+Status CudaIpcPeer::retire(std::deque<Flight>* flights, bool send) {
   while (!flights->empty()) {
     bool done = false;
     Status st = cuda::eventDone(flights->front().event, &done);
@@ -149,55 +140,44 @@ Status CudaIpcChannel::retire(std::deque<Flight>* flights, bool send) {
   return Status();
 }
 
-Status CudaIpcChannel::postSend(const void* buf, size_t len, uint64_t tag, MemType mem,
-                                Completion* c) {
-  WEFT_RETURN_IF_ERROR(checkPost(mem));
+Status CudaIpcPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem,
+                             Completion* c) {
+  if (state_.refuses(mem)) return state_.checkPost(mem);
   sends_.push_back(Op{static_cast<char*>(const_cast<void*>(buf)), len, 0, tag, c, false});
   WEFT_RETURN_IF_ERROR(progress());
   return c->done ? Status::ok() : Status::inProgress();
 }
 
-Status CudaIpcChannel::postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
-  WEFT_RETURN_IF_ERROR(checkPost(mem));
+Status CudaIpcPeer::postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
+  if (state_.refuses(mem)) return state_.checkPost(mem);
   recvs_.push_back(Op{static_cast<char*>(buf), len, 0, tag, c, false});
   WEFT_RETURN_IF_ERROR(progress());
   return c->done ? Status::ok() : Status::inProgress();
 }
 
-Status CudaIpcChannel::progress() {
-  if (aborted_) return Status();
-  if (!failed_.isOk()) return failed_;
+Status CudaIpcPeer::progress() {
+  if (state_.aborted()) return Status();
+  if (!state_.failed().isOk()) return state_.failed();
   WEFT_RETURN_IF_ERROR(retire(&sendFlights_, true));
   WEFT_RETURN_IF_ERROR(retire(&recvFlights_, false));
   WEFT_RETURN_IF_ERROR(issueSends());
   WEFT_RETURN_IF_ERROR(issueRecvs());
   if (!sends_.empty() && out_->header()->broken.load(std::memory_order_acquire))
-    return fail(invalidUsage(strFormat(
-        "%s reported a mismatched message from rank %d (cuda_ipc; mismatched collectives?)",
-        peerDesc_.c_str(), rank_)));
+    return fail(peerReportedMismatch("cuda_ipc", rank_, peerDesc_));
   return Status();
 }
 
-Status CudaIpcChannel::fail(const Status& st) {
-  if (failed_.isOk()) {
-    failed_ = st;
-    WEFT_WARN(kTransport, "%s", st.message().c_str());
-  }
-  for (Flight& f : sendFlights_)
-    if (f.c) f.c->finish(st);
-  for (Flight& f : recvFlights_)
-    if (f.c) f.c->finish(st);
-  for (Op& op : sends_) op.c->finish(st);
-  for (Op& op : recvs_) op.c->finish(st);
-  sendFlights_.clear();
-  recvFlights_.clear();
-  sends_.clear();
-  recvs_.clear();
+Status CudaIpcPeer::fail(const Status& st) {
+  state_.fail(st);
+  finishAll(sendFlights_, st);
+  finishAll(recvFlights_, st);
+  finishAll(sends_, st);
+  finishAll(recvs_, st);
   return st;
 }
 
-void CudaIpcChannel::abort() {
-  aborted_ = true;
+void CudaIpcPeer::abort() {
+  state_.abort();
   sendFlights_.clear();
   recvFlights_.clear();
   sends_.clear();

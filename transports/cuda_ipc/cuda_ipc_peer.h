@@ -1,4 +1,4 @@
-// CudaIpcChannel: the data path between this rank and one peer on the same
+// CudaIpcPeer: the data path between this rank and one peer on the same
 // host, for CUDA device memory. Two FIFOs as the shm transport's
 // (transports/shm/shm_segment.h), except that the slots' payload lives in
 // device memory owned by the receiver: the sender's copy engine writes the
@@ -22,21 +22,22 @@
 #include <string>
 #include <vector>
 
+#include "transports/base/posted_ops.h"
 #include "transports/shm/shm_segment.h"
 #include "transports/transport.h"
 
 namespace weft {
 namespace cuda_ipc {
 
-class CudaIpcChannel {
+class CudaIpcPeer {
  public:
   // out / in: the control FIFOs to and from the peer. outSlots: the peer's
   // device slots for us (mapped); inSlots: ours for the peer. slotBytes:
   // bytes of one device slot. `stream` carries this channel's copies.
-  CudaIpcChannel(int rank, int peer, std::string peerDesc, std::unique_ptr<shm::Segment> out,
-                 std::unique_ptr<shm::Segment> in, char* outSlots, char* inSlots, size_t slotBytes,
-                 void* stream);
-  ~CudaIpcChannel();
+  CudaIpcPeer(int rank, int peer, std::string peerDesc, std::unique_ptr<shm::Segment> out,
+              std::unique_ptr<shm::Segment> in, char* outSlots, char* inSlots, size_t slotBytes,
+              void* stream);
+  ~CudaIpcPeer();
   // Creates the events (one per slot and direction); once, before use.
   Status init();
 
@@ -44,7 +45,7 @@ class CudaIpcChannel {
   Status postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c);
   Status progress();
   Status fail(const Status& st);
-  const Status& failed() const { return failed_; }
+  const Status& failed() const { return state_.failed(); }
   void abort();
 
  private:
@@ -64,7 +65,6 @@ class CudaIpcChannel {
   Status issueSends();
   Status issueRecvs();
   Status retire(std::deque<Flight>* flights, bool send);
-  Status checkPost(MemType mem) const;
 
   int rank_, peer_;
   std::string peerDesc_;
@@ -79,8 +79,7 @@ class CudaIpcChannel {
   std::deque<Flight> sendFlights_, recvFlights_;
   uint64_t headIssued_ = 0, head_ = 0, tailCache_ = 0, sendSeq_ = 0;
   uint64_t tailIssued_ = 0, tail_ = 0, headCache_ = 0, recvSeq_ = 0;
-  Status failed_;
-  bool aborted_ = false;
+  PeerState state_;
 };
 
 }  // namespace cuda_ipc

@@ -1,4 +1,4 @@
-// ShmChannel: the data path between this rank and one peer on the same host,
+// ShmPeer: the data path between this rank and one peer on the same host,
 // over two FIFOs (shm_segment.h): `out` to the peer, `in` from it. Posted
 // operations wait in FIFOs and are matched in order; a send copies into free
 // slots at once, a recv copies out of filled slots; whatever does not fit is
@@ -10,7 +10,8 @@
 #include <memory>
 #include <string>
 
-#include "transports/self/ring_queue.h"
+#include "transports/base/posted_ops.h"
+#include "transports/base/ring_queue.h"
 #include "transports/shm/shm_segment.h"
 #include "transports/transport.h"
 
@@ -19,11 +20,11 @@ namespace shm {
 
 class Arena;
 
-class ShmChannel {
+class ShmPeer {
  public:
   // `peerDesc` names the peer in errors: "rank 3 (pid 1234 on host x)".
-  ShmChannel(int rank, int peer, std::string peerDesc, std::unique_ptr<Segment> out,
-             std::unique_ptr<Segment> in);
+  ShmPeer(int rank, int peer, std::string peerDesc, std::unique_ptr<Segment> out,
+          std::unique_ptr<Segment> in);
 
   Status postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c);
   Status postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c);
@@ -34,7 +35,7 @@ class ShmChannel {
   // Puts the channel in the failed state: every pending operation completes
   // with `st`, later posts return it. Returns `st`.
   Status fail(const Status& st);
-  const Status& failed() const { return failed_; }
+  const Status& failed() const { return state_.failed(); }
   // Whether the peer ended its communicator (abort, destroy): its abort()
   // marks both FIFOs closed.
   bool peerLeft() const;
@@ -58,7 +59,6 @@ class ShmChannel {
 
   bool pushSend(Op& op);                // true once the whole message is in slots
   Status pullRecv(Op& op, bool* done);  // copies out what has arrived
-  Status checkPost(MemType mem) const;
 
   int rank_;
   int peer_;
@@ -86,8 +86,7 @@ class ShmChannel {
 
   RingQueue<Op> sends_;
   RingQueue<Op> recvs_;
-  Status failed_;
-  bool aborted_ = false;
+  PeerState state_;
   Arena* waker_ = nullptr;
   void wakePeer();
 };

@@ -1,3 +1,5 @@
+// The half of gdr.h that needs rdma-core and the CUDA driver (dlopen'ed):
+// probeGdr, registerDeviceMr, copyToDevice. Built only with ibverbs.
 #include "transports/ibverbs/gdr.h"
 
 #include <dlfcn.h>
