@@ -330,7 +330,7 @@ void IbPeer::match(RecvOp& r, const Header& h, const char* data) {
     Status st;
     if (r.len && r.device) st = copyToDevice(r.buf, data, r.len);
     else if (r.len) memcpy(r.buf, data, r.len);
-    finishRecv(r, st);
+    finishOp(r, st);
     return;
   }
   // RTS: let the sender write straight into the receive buffer.
@@ -399,16 +399,8 @@ void IbPeer::issueWrites(int qi) {
   }
 }
 
-void IbPeer::finishSend(SendOp& op, const Status& st) {
-  if (op.done) return;
-  op.done = true;
-  --sh_->pending;
-  if (op.reg) op.cache->release(op.reg);
-  op.reg = nullptr;
-  op.c->finish(st);
-}
-
-void IbPeer::finishRecv(RecvOp& op, const Status& st) {
+template <typename OpT>
+void IbPeer::finishOp(OpT& op, const Status& st) {
   if (op.done) return;
   op.done = true;
   --sh_->pending;
@@ -440,12 +432,12 @@ void IbPeer::onCompletion(const ibv_wc& wc) {
       q.freeSend.push_back(wrValue(wc.wr_id));
       break;
     case WrKind::Write:
-      if (SendOp* s = sendOp(wrValue(wc.wr_id))) finishSend(*s, Status());
+      if (SendOp* s = sendOp(wrValue(wc.wr_id))) finishOp(*s, Status());
       break;
     case WrKind::Recv: {
       const uint32_t slot = wrValue(wc.wr_id);
       if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-        if (RecvOp* r = recvOp(ntohl(wc.imm_data))) finishRecv(*r, Status());
+        if (RecvOp* r = recvOp(ntohl(wc.imm_data))) finishOp(*r, Status());
       } else {
         Header h;
         memcpy(&h, recvSlot(qi, slot), sizeof h);
@@ -490,8 +482,8 @@ void IbPeer::onCompletion(const ibv_wc& wc) {
 
 void IbPeer::fail(const Status& st) {
   if (state_.fail(st) && sh_->sticky.isOk()) sh_->sticky = st;
-  for (SendOp& s : sends_) finishSend(s, state_.failed());
-  for (RecvOp& r : recvs_) finishRecv(r, state_.failed());
+  for (SendOp& s : sends_) finishOp(s, state_.failed());
+  for (RecvOp& r : recvs_) finishOp(r, state_.failed());
   popDone();
 }
 

@@ -124,8 +124,10 @@ class IbPeer {
   void onArrival(const Header& h, const char* data);
   void match(RecvOp& r, const Header& h, const char* data);
   void onCts(const Header& h);
-  void finishSend(SendOp& op, const Status& st);
-  void finishRecv(RecvOp& op, const Status& st);
+  // A send or receive is over: its registration released, its completion
+  // finished with `st` (once).
+  template <typename OpT>
+  void finishOp(OpT& op, const Status& st);
   void popDone();
   SendOp* sendOp(uint32_t seq);
   RecvOp* recvOp(uint32_t seq);
