@@ -108,6 +108,7 @@ Status buildArenaPlan(const CollArgs& args, const ArenaShape& s, ArenaPlan* out)
   p.reduces = args.type == CollType::AllReduce || args.type == CollType::Reduce ||
               args.type == CollType::ReduceScatter;
   if (!p.rounds) return Status::ok();
+  p.oneShot = oneShot && p.rounds == 1 && p.mode != ArenaPlan::Mode::Direct;
 
   RoundContext rc;
   rc.args = &args;

@@ -119,6 +119,14 @@ struct ArenaPlan {
   bool publishB = false;  // some rank runs C, so every rank publishes B
   bool runC = false;      // this rank runs C
   bool reduces = false;   // B reduces (telemetry's span kind)
+  // An allreduce of one round that every rank reduces whole: A copies my
+  // bytes to my staging (or inline) memory, B reduces every rank's there,
+  // in rank order, into recv (then divides for AVG). The runner runs these
+  // two actions directly (they are a small allreduce's whole path).
+  bool oneShot = false;
+  // Mode::Ring is one round as well, which the runner also runs directly:
+  // the root copies its bytes to its ring slot (and to recv, unless in
+  // place) in A; a reader copies them from the root's slot to recv in B.
   // The round template: `full` for rounds 0 .. rounds-2, `last` for the
   // last (shorter) one; offsets into Send/Recv are relative to j * step.
   ArenaRound full, last;

@@ -89,6 +89,11 @@ struct CollArgs {
   int peer = -1;   // send, recv
   bool inPlace = false;
 };
+// Two calls of the same shape (what schedules and plans depend on).
+inline bool sameShape(const CollArgs& a, const CollArgs& b) {
+  return a.type == b.type && a.count == b.count && a.eltSize == b.eltSize && a.op == b.op &&
+         a.root == b.root && a.peer == b.peer && a.inPlace == b.inPlace;
+}
 // "allreduce #12 (1024 x float, sum)".
 std::string describeOp(const CollArgs& args, weft_datatype_t dtype, uint64_t seq);
 

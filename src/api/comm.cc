@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "api/init_blob.h"
 #include "core/clock.h"
 #include "core/cpu.h"
 #include "core/log.h"
@@ -40,13 +41,6 @@ bool transportAllowed(const std::string& spec, const std::string& name) {
 // Named in a WEFT_TRANSPORTS list (not merely allowed by an empty or "^" spec).
 [[maybe_unused]] bool transportRequested(const std::string& spec, const std::string& name) {
   return !spec.empty() && spec[0] != '^' && transportAllowed(spec, name);
-}
-
-void putU64(std::string& s, uint64_t v) { s.append(reinterpret_cast<const char*>(&v), 8); }
-uint64_t getU64(const std::string& s, size_t off) {
-  uint64_t v = 0;
-  if (off + 8 <= s.size()) memcpy(&v, s.data() + off, 8);
-  return v;
 }
 
 }  // namespace
@@ -109,27 +103,28 @@ Status Comm::init(const weft_unique_id_t& id) {
 }
 
 Status Comm::exchangePeerInfo() {
-  std::string mine;
-  putU64(mine, net::hostHash());
-  putU64(mine, static_cast<uint64_t>(getpid()));
-  putU64(mine, static_cast<uint64_t>(telemetry::realtimeMinusMonotonicNs()));
+  InitBlobWriter mine;
+  mine.u64(net::hostHash())
+      .u64(static_cast<uint64_t>(getpid()))
+      .u64(static_cast<uint64_t>(telemetry::realtimeMinusMonotonicNs()));
   const std::vector<uint64_t> mask = affinityMask();
-  putU64(mine, mask.size());
-  for (uint64_t w : mask) putU64(mine, w);
-  mine += net::hostName();
+  mine.u64(mask.size());
+  for (uint64_t w : mask) mine.u64(w);
+  mine.rest(net::hostName());
   std::vector<std::string> all;
-  WEFT_RETURN_IF_ERROR(boot_->allgather(mine, &all, cfg_.bootstrapTimeoutS));
+  WEFT_RETURN_IF_ERROR(boot_->allgather(mine.blob(), &all, cfg_.bootstrapTimeoutS));
   peers_.resize(nranks_);
   clockDelta_.resize(nranks_);
   for (int r = 0; r < nranks_; ++r) {
+    InitBlobReader in(all[r]);
     peers_[r].rank = r;
-    peers_[r].hostHash = getU64(all[r], 0);
-    peers_[r].pid = static_cast<int>(getU64(all[r], 8));
-    clockDelta_[r] = static_cast<int64_t>(getU64(all[r], 16));
-    const size_t words = std::min<uint64_t>(getU64(all[r], 24), 1024);
-    for (size_t w = 0; w < words; ++w) peers_[r].cpuMask.push_back(getU64(all[r], 32 + 8 * w));
-    const size_t nameAt = 32 + 8 * words;
-    peers_[r].hostname = all[r].size() > nameAt ? all[r].substr(nameAt) : "?";
+    peers_[r].hostHash = in.u64();
+    peers_[r].pid = static_cast<int>(in.u64());
+    clockDelta_[r] = static_cast<int64_t>(in.u64());
+    const size_t words = std::min<uint64_t>(in.u64(), 1024);
+    for (size_t w = 0; w < words; ++w) peers_[r].cpuMask.push_back(in.u64());
+    peers_[r].hostname = in.rest();
+    if (peers_[r].hostname.empty()) peers_[r].hostname = "?";
   }
   return Status();
 }
@@ -176,33 +171,23 @@ Status Comm::setUpTransports() {
                     p, peers_[p].hostname.c_str(), rank_, cfg_.transports.c_str()));
   }
   // Publish every used transport's address in one allgather.
-  std::string blob;
+  InitBlobWriter blob;
   for (size_t t = 0; t < cands.size(); ++t) {
     std::string a;
     if (!users[t].empty()) WEFT_RETURN_IF_ERROR(cands[t]->localAddress(&a));
-    putU64(blob, a.size());
-    blob += a;
+    blob.section(a);
   }
   // Then the device path's offer (comm_device.cc; empty when not considered).
   ipcAllowed_ = transportAllowed(cfg_.transports, "cuda_ipc");
   std::string offer;
   WEFT_RETURN_IF_ERROR(offerDevice(ctx, ipcAllowed_, &offer));
-  putU64(blob, offer.size());
-  blob += offer;
+  blob.section(offer);
   std::vector<std::string> all;
-  WEFT_RETURN_IF_ERROR(boot_->allgather(blob, &all, cfg_.bootstrapTimeoutS));
+  WEFT_RETURN_IF_ERROR(boot_->allgather(blob.blob(), &all, cfg_.bootstrapTimeoutS));
   eps_.resize(nranks_);
   for (size_t t = 0; t < cands.size(); ++t) {
     std::vector<std::string> blobs(nranks_);
-    for (int r = 0; r < nranks_; ++r) {
-      size_t off = 0;
-      for (size_t u = 0; u <= t; ++u) {
-        uint64_t len = getU64(all[r], off);
-        off += 8;
-        if (u == t) blobs[r] = all[r].substr(off, len);
-        off += len;
-      }
-    }
+    for (int r = 0; r < nranks_; ++r) blobs[r] = InitBlobReader(all[r]).section(t);
     if (!users[t].empty()) {
       Status st = cands[t]->connect(users[t], blobs, &eps_);
       if (st.isError())
@@ -285,22 +270,6 @@ const Choice& Comm::chooseAlgoSlow(const CollArgs& args) {
   return c.choice;
 }
 
-Comm::RunPath Comm::runPathOf(const CollArgs& args) {
-  // Anything in flight (or a sticky error): behind it, in issue order.
-  if (engine_->busy() || engine_->error().isError()) return RunPath::Queued;
-  const Choice& choice = chooseAlgo(args);
-  // chooseAlgo answers Shm only where the arena is up.
-  if (choice.algo == Algo::Shm) return RunPath::Arena;
-  // Small ones only, since the lock is held throughout (a watchdog's
-  // asyncError() answers "in progress" meanwhile). Not a send or receive:
-  // threads may block on those in either order, and one waiting must not
-  // keep the other from posting.
-  if (engine_->canRunAlone() && args.type != CollType::Send && args.type != CollType::Recv &&
-      args.count * args.eltSize <= kAloneMaxBytes)
-    return RunPath::Alone;
-  return RunPath::Queued;
-}
-
 Status Comm::runNow(const CollArgs& args, weft_datatype_t dt, const void* send, void* recv,
                     uint64_t callNs) {
   // One lock from the choice to the first progress round: a small
@@ -350,15 +319,6 @@ Status Comm::runNow(const CollArgs& args, weft_datatype_t dt, const void* send, 
 // which also depend on the datatype. Eight entries, replaced round-robin;
 // the last one found is looked at first. An op in flight keeps its
 // schedule alive.
-namespace {
-
-bool sameShape(const CollArgs& a, const CollArgs& b) {
-  return a.type == b.type && a.count == b.count && a.eltSize == b.eltSize && a.op == b.op &&
-         a.root == b.root && a.peer == b.peer && a.inPlace == b.inPlace;
-}
-
-}  // namespace
-
 const Comm::ShapeEntry* Comm::cachedShape(const CollArgs& a, weft_datatype_t dt, Algo algo,
                                           size_t chunk) {
   auto same = [&](const ShapeEntry& e) {

@@ -106,7 +106,20 @@ class Comm {
   // straight through on this thread (Engine::runAlone: nothing pending, a
   // small collective); Queued, through the engine's queue, waited for.
   enum class RunPath { Arena, Alone, Queued };
-  RunPath runPathOf(const CollArgs& args);
+  RunPath runPathOf(const CollArgs& args) {
+    // Anything in flight (or a sticky error): behind it, in issue order.
+    if (engine_->busy() || engine_->error().isError()) return RunPath::Queued;
+    // chooseAlgo answers Shm only where the arena is up.
+    if (chooseAlgo(args).algo == Algo::Shm) return RunPath::Arena;
+    // Small ones only, since the lock is held throughout (a watchdog's
+    // asyncError() answers "in progress" meanwhile). Not a send or receive:
+    // threads may block on those in either order, and one waiting must not
+    // keep the other from posting.
+    if (engine_->canRunAlone() && args.type != CollType::Send && args.type != CollType::Recv &&
+        args.count * args.eltSize <= kAloneMaxBytes)
+      return RunPath::Alone;
+    return RunPath::Queued;
+  }
   Status exchangePeerInfo();
   Status setUpTransports();
   void logInit() const;
@@ -134,8 +147,19 @@ class Comm {
   Status agreeOnSingleCopy();
   // This rank's arena plan for `args` (algo Shm), from the shape cache, or
   // nullptr with *st set when it cannot be built.
+  // The last plan first: a loop of one collective then skips the cache.
   const ArenaPlan* arenaPlan(const CollArgs& args, weft_datatype_t dt, Status* st,
-                             std::shared_ptr<const ArenaPlan>* keep = nullptr);
+                             std::shared_ptr<const ArenaPlan>* keep = nullptr) {
+    if (!lastPlan_ || lastPlanDt_ != dt || !sameShape(lastPlanArgs_, args))
+      return arenaPlanSlow(args, dt, st, keep);
+    if (keep) *keep = lastPlan_;
+    return lastPlan_.get();
+  }
+  const ArenaPlan* arenaPlanSlow(const CollArgs& args, weft_datatype_t dt, Status* st,
+                                 std::shared_ptr<const ArenaPlan>* keep);
+  std::shared_ptr<const ArenaPlan> lastPlan_;
+  CollArgs lastPlanArgs_;
+  weft_datatype_t lastPlanDt_ = WEFT_NUM_DATATYPES;
   // The device path at init (comm_device.cc): this rank's offer, published
   // with the transports' addresses; the connection when all offered; the
   // hand-over to the engine.

@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "api/comm.h"
+#include "api/init_blob.h"
 #include "core/log.h"
 #include "exec/arena_op.h"
 #include "transports/shm/arena.h"
@@ -20,18 +21,17 @@ Status Comm::agreeOnSingleCopy() {
   if (!arena_) return Status();
   const bool ok = cfg_.shmDirectMin > 0 && arena_->probeDirect();
   // Each rank's bytes-from and whether it limits single copy.
-  const uint64_t mine[2] = {ok ? cfg_.shmDirectMin : 0,
-                            arena_->oversubscribed() && !cfg_.shmDirectMinSet ? 1u : 0u};
-  std::string blob(reinterpret_cast<const char*>(mine), sizeof mine);
+  InitBlobWriter mine;
+  mine.u64(ok ? cfg_.shmDirectMin : 0)
+      .u64(arena_->oversubscribed() && !cfg_.shmDirectMinSet ? 1u : 0u);
   std::vector<std::string> all;
-  WEFT_RETURN_IF_ERROR(boot_->allgather(blob, &all, cfg_.bootstrapTimeoutS));
-  uint64_t agreed = mine[0];
-  bool limited = mine[1] != 0;
+  WEFT_RETURN_IF_ERROR(boot_->allgather(mine.blob(), &all, cfg_.bootstrapTimeoutS));
+  uint64_t agreed = UINT64_MAX;
+  bool limited = false;
   for (const std::string& b : all) {
-    uint64_t v[2] = {0, 0};
-    if (b.size() == sizeof v) std::copy(b.begin(), b.end(), reinterpret_cast<char*>(v));
-    agreed = std::min(agreed, v[0]);
-    limited = limited || v[1] != 0;
+    InitBlobReader in(b);
+    agreed = std::min(agreed, in.u64());  // a short blob reads 0: off
+    limited = in.u64() != 0 || limited;
   }
   arena_->setDirectMin(agreed, limited);
   if (rank_ == 0)
@@ -43,8 +43,8 @@ Status Comm::agreeOnSingleCopy() {
   return Status();
 }
 
-const ArenaPlan* Comm::arenaPlan(const CollArgs& args, weft_datatype_t dt, Status* st,
-                                 std::shared_ptr<const ArenaPlan>* keep) {
+const ArenaPlan* Comm::arenaPlanSlow(const CollArgs& args, weft_datatype_t dt, Status* st,
+                                     std::shared_ptr<const ArenaPlan>* keep) {
   // Plans depend on the call's shape and the arena's figures, fixed after
   // init: kept in the shape cache as schedules are (Comm::fillOp).
   const ShapeEntry* e = cachedShape(args, dt, Algo::Shm, 0);
@@ -59,6 +59,9 @@ const ArenaPlan* Comm::arenaPlan(const CollArgs& args, weft_datatype_t dt, Statu
     n.plan = std::move(plan);
     e = &cacheShape(std::move(n));
   }
+  lastPlan_ = e->plan;
+  lastPlanArgs_ = args;
+  lastPlanDt_ = dt;
   if (keep) *keep = e->plan;
   return e->plan.get();
 }

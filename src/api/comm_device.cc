@@ -9,29 +9,13 @@
 #include <cstring>
 
 #include "api/comm.h"
+#include "api/init_blob.h"
 #include "core/log.h"
 #include "cuda/device_local_work.h"
 #include "cuda/device_setup.h"
 #include "cuda/runtime.h"
 
 namespace weft {
-namespace {
-
-// The `index`-th length-prefixed section of an address blob ("" if absent).
-std::string sectionOf(const std::string& blob, size_t index) {
-  size_t off = 0;
-  for (size_t i = 0;; ++i) {
-    uint64_t len = 0;
-    if (off + 8 > blob.size()) return std::string();
-    memcpy(&len, blob.data() + off, 8);
-    off += 8;
-    if (len > blob.size() - off) return std::string();
-    if (i == index) return blob.substr(off, len);
-    off += len;
-  }
-}
-
-}  // namespace
 
 Status Comm::offerDevice(const TransportContext& ctx, bool ipcAllowed, std::string* offer) {
   offer->clear();
@@ -80,7 +64,7 @@ Status Comm::offerDevice(const TransportContext& ctx, bool ipcAllowed, std::stri
 Status Comm::connectDevice(const std::vector<std::string>& blobs, size_t section) {
   if (devWhy_.empty() || blobs.size() != static_cast<size_t>(nranks_)) return Status();
   std::vector<std::string> offers(nranks_);
-  for (int r = 0; r < nranks_; ++r) offers[r] = sectionOf(blobs[r], section);
+  for (int r = 0; r < nranks_; ++r) offers[r] = InitBlobReader(blobs[r]).section(section);
   // Skipped everywhere (the usual case off a GPU machine): nothing to agree on.
   if (std::all_of(offers.begin(), offers.end(), [](const std::string& o) { return o.empty(); })) {
     if (rank_ == 0)

@@ -60,7 +60,7 @@ ArenaOp::ArenaOp(shm::Arena* arena, const ArenaPlan& plan, const CollArgs& args,
 
 std::string ArenaOp::describe() const { return describeOp(args_, dt_, seq_); }
 
-uint8_t* ArenaOp::at(const ArenaLoc& l, uint64_t g) const {
+__attribute__((always_inline)) inline uint8_t* ArenaOp::at(const ArenaLoc& l, uint64_t g) const {
   const int par = static_cast<int>(g & 1);
   switch (l.space) {
     case ArenaSpace::Send:
@@ -81,8 +81,9 @@ uint8_t* ArenaOp::at(const ArenaLoc& l, uint64_t g) const {
   return nullptr;
 }
 
-Status ArenaOp::act(const ArenaPhase& ph, uint64_t g) {
-  for (const ArenaAct* a = plan_.begin(ph); a != plan_.end(ph); ++a) {
+__attribute__((always_inline)) inline bool ArenaOp::act(const ArenaPhase& ph, uint64_t g,
+                                                        Status* st) {
+  for (const ArenaAct *a = plan_.begin(ph), *end = plan_.end(ph); a != end; ++a) {
     uint8_t* dst = at(a->dst, g);
     switch (a->kind) {
       case ArenaActKind::Copy: {
@@ -96,13 +97,14 @@ Status ArenaOp::act(const ArenaPhase& ph, uint64_t g) {
       }
       case ArenaActKind::Reduce: {
         const void* inl[16];
-        std::unique_ptr<const void*[]> heap;
+        std::vector<const void*> heap;
         const void** srcs = inl;
         if (a->srcCount > 16) {
-          heap.reset(new const void*[a->srcCount]);
-          srcs = heap.get();
+          heap.resize(a->srcCount);
+          srcs = heap.data();
         }
-        for (uint32_t i = 0; i < a->srcCount; ++i) srcs[i] = at(plan_.srcs[a->srcBegin + i], g);
+        const ArenaLoc* from = plan_.srcs.data() + a->srcBegin;
+        for (uint32_t i = 0; i < a->srcCount; ++i) srcs[i] = at(from[i], g);
         reduceHostN(dst, srcs, static_cast<int>(a->srcCount), a->bytes / args_.eltSize, dt_,
                     args_.op);
         break;
@@ -110,17 +112,22 @@ Status ArenaOp::act(const ArenaPhase& ph, uint64_t g) {
       case ArenaActKind::Divide:
         divideByCount(dst, a->bytes / args_.eltSize, dt_, static_cast<uint64_t>(arena_->nranks()));
         break;
-      case ArenaActKind::Read:
-        WEFT_RETURN_IF_ERROR(arena_->readFrom(
+      case ArenaActKind::Read: {
+        Status rs = arena_->readFrom(
             a->src.rank, arena_->addr(a->src.rank, static_cast<int>(g & 1)) + lo_ + a->src.off, dst,
-            a->bytes));
+            a->bytes);
+        if (rs.isError()) {
+          if (st) *st = std::move(rs);
+          return false;
+        }
         break;
+      }
     }
   }
-  return Status::ok();
+  return true;
 }
 
-void ArenaOp::phaseA(uint64_t g) {
+__attribute__((always_inline)) inline void ArenaOp::phaseA(uint64_t g) {
   const uint64_t stamp = rec_ ? rec_->stamp : 0;
   if (plan_.mode == ArenaPlan::Mode::Ring) {
     // Every rank describes the round in its own ring slot; the root's
@@ -130,38 +137,44 @@ void ArenaOp::phaseA(uint64_t g) {
     s->desc[0] = w0_;
     s->desc[1] = args_.count;
     s->stamp = stamp;
-    act(plan_.round(round_).a, g);
+    act(plan_.round(round_).a, g, nullptr);  // A only copies
     s->round.store(g, std::memory_order_release);
     return;
   }
   if (round_ == 0)
     arena_->setDesc(g, w0_, args_.count, stamp,
                     plan_.mode == ArenaPlan::Mode::Direct ? send_ : nullptr);
-  act(plan_.round(round_).a, g);
+  act(plan_.round(round_).a, g, nullptr);  // A only copies
 }
 
-Status ArenaOp::checkCalls(uint64_t g) {
+__attribute__((always_inline)) inline bool ArenaOp::checkCalls(uint64_t g, Status* st) {
   const bool ring = plan_.mode == ArenaPlan::Mode::Ring;
   const int only = plan_.waitOnly;
-  for (int p = only >= 0 ? only : 0; p < (only >= 0 ? only + 1 : arena_->nranks()); ++p) {
+  const int lo = only >= 0 ? only : 0, hi = only >= 0 ? only + 1 : arena_->nranks();
+  for (int p = lo; p < hi; ++p) {
     uint64_t stamp = 0;
-    const uint64_t* d = arena_->descOf(p, g, &stamp, ring);
-    if (rec_ && d) rec_->stamp = telemetry::laterStamp(rec_->stamp, stamp);
-    if (d && d[0] == w0_ && d[1] == args_.count) continue;
-    return invalidUsage(strFormat(
-        "mismatched collectives at %s on rank %d: %s called %s (shm arena)", describe().c_str(),
-        arena_->rank(), arena_->describe(p).c_str(),
-        d ? describeDesc(d[0], d[1]).c_str() : "something that runs no arena round here"));
+    // Two calls, so that each inlines with a constant ringFirst.
+    const uint64_t* d = ring ? arena_->descOf(p, g, &stamp, true) : arena_->descOf(p, g, &stamp);
+    if (__builtin_expect(!d || d[0] != w0_ || d[1] != args_.count, 0)) {
+      *st = mismatch(p, d);
+      return false;
+    }
+    if (rec_) rec_->stamp = telemetry::laterStamp(rec_->stamp, stamp);
   }
-  return Status::ok();
+  return true;
 }
 
-Status ArenaOp::phaseB(uint64_t g) {
-  if (round_ == 0 && plan_.waitB) WEFT_RETURN_IF_ERROR(checkCalls(g));
-  return act(plan_.round(round_).b, g);
+Status ArenaOp::mismatch(int p, const uint64_t* d) const {
+  return invalidUsage(
+      strFormat("mismatched collectives at %s on rank %d: %s called %s (shm arena)",
+                describe().c_str(), arena_->rank(), arena_->describe(p).c_str(),
+                d ? describeDesc(d[0], d[1]).c_str() : "something that runs no arena round here"));
 }
 
-void ArenaOp::phaseC(uint64_t g) { act(plan_.round(round_).c, g); }
+__attribute__((always_inline)) inline bool ArenaOp::phaseB(uint64_t g, Status* st) {
+  if (round_ == 0 && plan_.waitB && !checkCalls(g, st)) return false;
+  return act(plan_.round(round_).b, g, st);
+}
 
 bool ArenaOp::ringReady(uint64_t g) const {
   return plan_.waitOnly >= 0 &&
@@ -174,55 +187,60 @@ uint64_t ArenaOp::target() const {
   return stage_ == 1 ? arenaFlagA(g) : arenaFlagB(g);
 }
 
+bool ArenaOp::ready(uint64_t g) const {
+  if (stage_ == 0) {
+    // The buffers this round writes are free once every rank published
+    // the gate (arena_plan.h's rules).
+    const uint64_t gate = arenaGateOfA(plan_.mode, g);
+    return !gate || arena_->reached(gate, nullptr);
+  }
+  if (stage_ == 1)
+    // A ring reader may go as soon as the root's slot names this round
+    // (one cache line when the root is ahead); else it waits for the flag.
+    return !plan_.waitB || ringReady(g) || arena_->reached(arenaFlagA(g), nullptr, plan_.waitOnly);
+  return arena_->reached(arenaFlagB(g), nullptr);
+}
+
+bool ArenaOp::step(uint64_t g, Status* st) {
+  const uint64_t t0 = timed_ ? nowNs() : 0;
+  if (stage_ == 0) {
+    phaseA(g);
+    if (timed_) rec_->addWork(telemetry::SpanKind::Copy, t0, nowNs(), spans_);
+    if (rec_) rec_->sent[tx_] += plan_.round(round_).staged;
+    arena_->publish(arenaFlagA(g));
+    stage_ = 1;
+    return true;
+  }
+  if (stage_ == 1) {
+    if (timed_ && !rec_->firstByteNs) rec_->firstByteNs = t0;
+    const bool ok = phaseB(g, st);
+    if (timed_)
+      rec_->addWork(plan_.reduces ? telemetry::SpanKind::Reduce : telemetry::SpanKind::Copy, t0,
+                    nowNs(), spans_);
+    if (!ok) return false;
+    // B's flag is only waited for by a C phase (on some rank); without
+    // one, A(g+1)'s flag tells the others that B(g) is done.
+    if (plan_.publishB) arena_->publish(arenaFlagB(g));
+    if (plan_.runC) {
+      stage_ = 2;
+      return true;
+    }
+  } else {
+    if (!act(plan_.round(round_).c, g, st)) return false;
+    if (timed_) rec_->addWork(telemetry::SpanKind::Copy, t0, nowNs(), spans_);
+  }
+  stage_ = 0;
+  lo_ += plan_.step;
+  if (++round_ < plan_.rounds) len_ = std::min(plan_.step, plan_.total - lo_);
+  return true;
+}
+
 bool ArenaOp::progress(Status* st, bool* moved) {
   while (round_ < plan_.rounds) {
     const uint64_t g = base_ + round_;
-    if (stage_ == 0) {
-      const uint64_t gate = arenaGateOfA(plan_.mode, g);
-      if (gate && !arena_->reached(gate, nullptr)) return false;
-      const uint64_t t0 = timed_ ? nowNs() : 0;
-      phaseA(g);
-      if (timed_) rec_->addWork(telemetry::SpanKind::Copy, t0, nowNs(), spans_);
-      if (rec_) rec_->sent[tx_] += plan_.round(round_).staged;
-      arena_->publish(arenaFlagA(g));
-      stage_ = 1;
-      *moved = true;
-    }
-    if (stage_ == 1) {
-      // A ring reader may go as soon as the root's slot names this round
-      // (one cache line when the root is ahead); else it waits for the flag.
-      if (plan_.waitB && !ringReady(g) && !arena_->reached(arenaFlagA(g), nullptr, plan_.waitOnly))
-        return false;
-      const uint64_t t0 = timed_ ? nowNs() : 0;
-      if (timed_ && !rec_->firstByteNs) rec_->firstByteNs = t0;
-      Status bs = phaseB(g);
-      if (timed_)
-        rec_->addWork(plan_.reduces ? telemetry::SpanKind::Reduce : telemetry::SpanKind::Copy, t0,
-                      nowNs(), spans_);
-      if (bs.isError()) {
-        *st = bs;
-        return true;
-      }
-      // B's flag is only waited for by a C phase (on some rank); without
-      // one, A(g+1)'s flag tells the others that B(g) is done.
-      if (plan_.publishB) arena_->publish(arenaFlagB(g));
-      *moved = true;
-      if (!plan_.runC) {
-        stage_ = 0;
-        lo_ += plan_.step;
-        len_ = ++round_ < plan_.rounds ? std::min(plan_.step, plan_.total - lo_) : 0;
-        continue;
-      }
-      stage_ = 2;
-    }
-    if (!arena_->reached(arenaFlagB(g), nullptr)) return false;
-    const uint64_t t0 = timed_ ? nowNs() : 0;
-    phaseC(g);
-    if (timed_) rec_->addWork(telemetry::SpanKind::Copy, t0, nowNs(), spans_);
-    stage_ = 0;
-    lo_ += plan_.step;
-    len_ = ++round_ < plan_.rounds ? std::min(plan_.step, plan_.total - lo_) : 0;
+    if (!ready(g)) return false;
     *moved = true;
+    if (!step(g, st)) return true;
   }
   return true;
 }
@@ -243,14 +261,113 @@ Status ArenaOp::waitTarget(double timeoutS, const std::atomic<bool>* cancel) {
       stage_ == 1 ? plan_.waitOnly : -1);
 }
 
-Status ArenaOp::run(double timeoutS, const std::atomic<bool>* cancel) {
-  for (;;) {
-    Status st;
-    bool moved = false;
-    if (progress(&st, &moved)) return st;
-    st = waitTarget(timeoutS, cancel);
-    if (st.isError()) return st;
+Status ArenaOp::runRounds(double timeoutS, const std::atomic<bool>* cancel) {
+  // As progress(), waiting where it would return.
+  Status st;
+  while (round_ < plan_.rounds) {
+    const uint64_t g = base_ + round_;
+    if (!ready(g)) {
+      st = waitTarget(timeoutS, cancel);
+      if (st.isError()) return st;
+    }
+    if (!step(g, &st)) return st;
   }
+  return st;
+}
+
+Status ArenaOp::runOneRound(double timeoutS, const std::atomic<bool>* cancel) {
+  // The stages of step(), straight through: a small collective is mostly
+  // this function, and the stage machine was a third of its instructions.
+  const uint64_t g = base_;
+  const uint64_t gate = arenaGateOfA(plan_.mode, g);
+  if (gate && !arena_->reached(gate, nullptr)) WEFT_RETURN_IF_ERROR(waitTarget(timeoutS, cancel));
+  phaseA(g);
+  if (rec_) rec_->sent[tx_] += plan_.last.staged;
+  arena_->publish(arenaFlagA(g));
+  stage_ = 1;
+  if (plan_.waitB && !ringReady(g) && !arena_->reached(arenaFlagA(g), nullptr, plan_.waitOnly))
+    WEFT_RETURN_IF_ERROR(waitTarget(timeoutS, cancel));
+  Status st;
+  if (!phaseB(g, &st)) return st;
+  if (plan_.publishB) arena_->publish(arenaFlagB(g));
+  if (plan_.runC) {
+    stage_ = 2;
+    if (!arena_->reached(arenaFlagB(g), nullptr))
+      WEFT_RETURN_IF_ERROR(waitTarget(timeoutS, cancel));
+    if (!act(plan_.last.c, g, &st)) return st;
+  }
+  stage_ = 0;
+  round_ = 1;
+  return st;
+}
+
+Status ArenaOp::runOneShot(double timeoutS, const std::atomic<bool>* cancel) {
+  // The two actions of a one-shot plan (ArenaPlan::oneShot; a test pins
+  // them), run directly: A copies my bytes to my inline or staging memory,
+  // B reduces every rank's there, in rank order, into recv. They are a
+  // small allreduce's whole path, and the generic actions cost it a fifth
+  // more instructions.
+  const uint64_t g = base_;
+  const int par = static_cast<int>(g & 1);
+  const bool inl = plan_.mode == ArenaPlan::Mode::Inline;
+  const uint64_t gate = arenaGateOfA(plan_.mode, g);
+  if (gate && !arena_->reached(gate, nullptr)) WEFT_RETURN_IF_ERROR(waitTarget(timeoutS, cancel));
+  const int me = arena_->rank(), n = arena_->nranks();
+  arena_->setDesc(g, w0_, args_.count, rec_ ? rec_->stamp : 0);
+  memcpy(inl ? arena_->inlineData(me, g) : arena_->buf(me, par), send_, len_);
+  if (rec_) rec_->sent[tx_] += len_;
+  arena_->publish(arenaFlagA(g));
+  stage_ = 1;
+  if (!arena_->reached(arenaFlagA(g), nullptr)) WEFT_RETURN_IF_ERROR(waitTarget(timeoutS, cancel));
+  Status st;
+  if (!checkCalls(g, &st)) return st;
+  const void* few[16];
+  std::vector<const void*> many;
+  const void** srcs = few;
+  if (n > 16) {
+    many.resize(n);
+    srcs = many.data();
+  }
+  for (int p = 0; p < n; ++p) srcs[p] = inl ? arena_->inlineData(p, g) : arena_->buf(p, par);
+  const size_t count = len_ / args_.eltSize;
+  reduceHostN(recv_, srcs, n, count, dt_, args_.op);
+  if (args_.op == WEFT_AVG) divideByCount(recv_, count, dt_, static_cast<uint64_t>(n));
+  stage_ = 0;
+  round_ = 1;
+  return st;
+}
+
+Status ArenaOp::runRing(double timeoutS, const std::atomic<bool>* cancel) {
+  // The actions of a ring broadcast (Mode::Ring; a test pins them), run
+  // directly, as runOneShot's: a small broadcast is mostly this function.
+  const uint64_t g = base_;
+  const uint64_t gate = arenaGateOfA(plan_.mode, g);
+  if (gate && !arena_->reached(gate, nullptr)) WEFT_RETURN_IF_ERROR(waitTarget(timeoutS, cancel));
+  const int root = args_.root;
+  const bool isRoot = arena_->rank() == root;
+  // Every rank describes the round in its own slot (phaseA's ring case).
+  shm::Arena::RingSlot* s = arena_->ringSlot(arena_->rank(), g);
+  s->desc[0] = w0_;
+  s->desc[1] = args_.count;
+  s->stamp = rec_ ? rec_->stamp : 0;
+  if (isRoot) {
+    memcpy(s->data(len_), send_, len_);
+    if (recv_ != send_) memcpy(recv_, send_, len_);
+  }
+  s->round.store(g, std::memory_order_release);
+  if (isRoot && rec_) rec_->sent[tx_] += len_;
+  arena_->publish(arenaFlagA(g));
+  Status st;
+  if (!isRoot) {
+    stage_ = 1;
+    if (!ringReady(g) && !arena_->reached(arenaFlagA(g), nullptr, root))
+      WEFT_RETURN_IF_ERROR(waitTarget(timeoutS, cancel));
+    if (!checkCalls(g, &st)) return st;
+    memcpy(recv_, arena_->ringSlot(root, g)->data(len_), len_);
+  }
+  stage_ = 0;
+  round_ = 1;
+  return st;
 }
 
 }  // namespace weft

@@ -42,7 +42,14 @@ class ArenaOp : public OpRunner {
   void waitingFor(std::vector<int>* ranks) const override;
   // Runs to the end on the calling thread, waiting on the arena (bounded by
   // timeoutS without progress; *cancel set by another thread aborts it).
-  Status run(double timeoutS, const std::atomic<bool>* cancel);
+  Status run(double timeoutS, const std::atomic<bool>* cancel) {
+    // A one-round plan (every small collective) straight through.
+    if (plan_.rounds == 1 && round_ == 0 && stage_ == 0 && !timed_)
+      return plan_.oneShot                         ? runOneShot(timeoutS, cancel)
+             : plan_.mode == ArenaPlan::Mode::Ring ? runRing(timeoutS, cancel)
+                                                   : runOneRound(timeoutS, cancel);
+    return runRounds(timeoutS, cancel);
+  }
 
   // Where to record arrival, local work and stalls (the op's record; both
   // outlive the op). Without it, nothing is recorded.
@@ -57,16 +64,28 @@ class ArenaOp : public OpRunner {
   }
 
  private:
-  // The phases of the current round (round_, at arena round g).
+  // Whether the current stage of the current round (g) may run now.
+  bool ready(uint64_t g) const;
+  // run() of any plan, of a one-round plan (untimed), of a one-shot
+  // allreduce (ArenaPlan::oneShot), of a ring broadcast.
+  Status runRounds(double timeoutS, const std::atomic<bool>* cancel);
+  Status runOneRound(double timeoutS, const std::atomic<bool>* cancel);
+  Status runOneShot(double timeoutS, const std::atomic<bool>* cancel);
+  Status runRing(double timeoutS, const std::atomic<bool>* cancel);
+  // Runs it (and publishes its flag), then moves to the next stage or
+  // round; false with *st set when it failed.
+  bool step(uint64_t g, Status* st);
+  // The phases of the current round.
   void phaseA(uint64_t g);
-  Status phaseB(uint64_t g);
-  void phaseC(uint64_t g);
-  // Runs the actions of one phase.
-  Status act(const ArenaPhase& ph, uint64_t g);
+  bool phaseB(uint64_t g, Status* st);
+  // Runs the actions of one phase; false with *st set (if st) when a
+  // read failed (only B reads other processes' memory).
+  bool act(const ArenaPhase& ph, uint64_t g, Status* st);
   // A location of the plan in memory, for round g.
   uint8_t* at(const ArenaLoc& l, uint64_t g) const;
   // Compares every rank's call (or the one B waits for) with mine.
-  Status checkCalls(uint64_t g);
+  bool checkCalls(uint64_t g, Status* st);
+  Status mismatch(int p, const uint64_t* d) const;
   // Waits until every rank (or the plan's waitOnly) reached target().
   Status waitTarget(double timeoutS, const std::atomic<bool>* cancel);
   // The flag every rank must reach before the current stage.

@@ -118,17 +118,43 @@ TEST_CASE("arena plans: the modes each collective takes", "[algo][arena]") {
   ArenaPlan p;
   const ArenaShape s = shapeOf(4, 65536, 64);
   // An allreduce of up to 16 bytes rides beside the flag: one round, no C.
-  REQUIRE(buildArenaPlan(args(CollType::AllReduce, 4), s, &p).isOk());
-  CHECK(p.mode == ArenaPlan::Mode::Inline);
-  CHECK(p.rounds == 1);
-  CHECK_FALSE(p.runC);
+  // ArenaOp::runOneShot runs a one-shot plan's actions without reading
+  // them: A copies my bytes beside my flag (inline) or to my staging; B
+  // reduces all ranks' there in rank order into recv, then divides for AVG.
+  for (size_t count : {size_t(4), size_t(1000)}) {
+    for (weft_op_t op : {WEFT_SUM, WEFT_AVG}) {
+      for (int rank : {0, 3}) {
+        ArenaShape sr = s;
+        sr.rank = rank;
+        REQUIRE(buildArenaPlan(args(CollType::AllReduce, count, op), sr, &p).isOk());
+        const ArenaSpace sp = count == 4 ? ArenaSpace::Inline : ArenaSpace::Stage;
+        CHECK(p.mode == (count == 4 ? ArenaPlan::Mode::Inline : ArenaPlan::Mode::Staged));
+        CHECK(p.oneShot);
+        CHECK(p.rounds == 1);
+        CHECK_FALSE(p.runC);
+        REQUIRE(p.last.a.count == 1);
+        const ArenaAct& a = p.acts[p.last.a.begin];
+        CHECK((a.kind == ArenaActKind::Copy && a.dst.space == sp && a.dst.rank == rank &&
+               a.dst.off == 0 && a.src.space == ArenaSpace::Send && a.src.off == 0 &&
+               a.bytes == count * 4));
+        REQUIRE(p.last.b.count == (op == WEFT_AVG ? 2u : 1u));
+        const ArenaAct& b = p.acts[p.last.b.begin];
+        CHECK((b.kind == ArenaActKind::Reduce && b.dst.space == ArenaSpace::Recv &&
+               b.dst.off == 0 && b.srcCount == 4 && b.bytes == count * 4));
+        for (uint32_t i = 0; i < b.srcCount; ++i) {
+          const ArenaLoc& l = p.srcs[b.srcBegin + i];
+          CHECK((l.space == sp && l.rank == static_cast<int>(i) && l.off == 0));
+        }
+        if (op == WEFT_AVG) CHECK(p.acts[p.last.b.begin + 1].kind == ArenaActKind::Divide);
+        CHECK(p.last.c.count == 0);
+      }
+    }
+  }
   // A larger one-shot allreduce stages; from the one-shot limit it splits
   // the round into n parts and copies the others' results out in C.
-  REQUIRE(buildArenaPlan(args(CollType::AllReduce, 1024), s, &p).isOk());
-  CHECK(p.mode == ArenaPlan::Mode::Staged);
-  CHECK_FALSE(p.runC);
   REQUIRE(buildArenaPlan(args(CollType::AllReduce, 1 << 20), s, &p).isOk());
   CHECK(p.runC);
+  CHECK_FALSE(p.oneShot);
   CHECK(p.rounds == (4u << 20) / 65536);
   // Per rank and round: stage (n-1)/n, reduce 1/n from n inputs.
   CHECK(p.full.staged == 65536 - 65536 / 4);
@@ -141,9 +167,28 @@ TEST_CASE("arena plans: the modes each collective takes", "[algo][arena]") {
   REQUIRE(buildArenaPlan(args(CollType::Broadcast, 100, WEFT_SUM, 2), noDirect, &p).isOk());
   CHECK(p.mode == ArenaPlan::Mode::Ring);
   CHECK(p.waitOnly == 2);
+  CHECK(p.rounds == 1);
+  // ArenaOp::runRing runs a ring plan's actions without reading them: a
+  // reader copies the root's slot to recv in B; the root copies its send
+  // buffer to its slot and to recv (skipped in place) in A, and does not
+  // wait.
+  REQUIRE(p.last.a.count == 0);
+  REQUIRE(p.last.b.count == 1);
+  const ArenaAct r = p.acts[p.last.b.begin];
+  CHECK((r.kind == ArenaActKind::Copy && r.dst.space == ArenaSpace::Recv && r.dst.off == 0 &&
+         r.src.space == ArenaSpace::Ring && r.src.rank == 2 && r.src.off == 0 && r.bytes == 400));
   noDirect.rank = 2;
   REQUIRE(buildArenaPlan(args(CollType::Broadcast, 100, WEFT_SUM, 2), noDirect, &p).isOk());
   CHECK_FALSE(p.waitB);
+  CHECK_FALSE(p.runC);
+  REQUIRE(p.last.a.count == 2);
+  REQUIRE(p.last.b.count == 0);
+  const ArenaAct r0 = p.acts[p.last.a.begin], r1 = p.acts[p.last.a.begin + 1];
+  CHECK((r0.kind == ArenaActKind::Copy && r0.dst.space == ArenaSpace::Ring && r0.dst.rank == 2 &&
+         r0.dst.off == 0 && r0.src.space == ArenaSpace::Send && r0.src.off == 0 &&
+         r0.bytes == 400));
+  CHECK((r1.kind == ArenaActKind::Copy && r1.dst.space == ArenaSpace::Recv && r1.dst.off == 0 &&
+         r1.src.space == ArenaSpace::Send && r1.src.off == 0 && r1.bytes == 400));
   // Single copy never for an in-place alltoall (ranks overwrite what the
   // others read); with ranks sharing cores only for large allgathers.
   REQUIRE(buildArenaPlan(args(CollType::AllToAll, 64, WEFT_SUM, 0, true), s, &p).isOk());
