@@ -14,14 +14,12 @@
 #include <set>
 
 #include "algo/binary_tree.h"
+#include "algo/case_buffers.h"
 #include "algo/schedule.h"
 #include "algo/reference.h"
 #include "algo/simulator.h"
 
 using namespace weft;
-using wref::combine;
-using wref::reduced;
-using wref::value;
 
 static std::string hostsText(const std::vector<int>& h) {
   std::string out;
@@ -101,92 +99,22 @@ CollArgs argsOf(const Case& c, size_t eltSize) {
   return a;
 }
 
-// Buffers as the API lays them out; in place only .recv is used (allgather:
-// input at block rank of recvbuf; reduce_scatter: recvbuf is block rank of
-// the input).
-std::vector<sim::RankBuffers> makeBuffers(const CollArgs& a, int n) {
-  std::vector<sim::RankBuffers> bufs(n);
-  for (int r = 0; r < n; ++r) {
-    const bool rsInPlace = a.inPlace && a.type == CollType::ReduceScatter;
-    bufs[r].send.resize(a.inPlace ? 0 : sendBytes(a, n, r));
-    bufs[r].recv.resize(rsInPlace ? sendBytes(a, n, r) : recvBytes(a, n, r));
-  }
-  return bufs;
-}
-
-// Where rank r's input lives (elements) and how many there are.
-int32_t* inputOf(const CollArgs& a, sim::RankBuffers& b, int r, size_t* count) {
-  int32_t* rv = reinterpret_cast<int32_t*>(b.recv.data());
-  if (!a.inPlace) {
-    *count = b.send.size() / 4;
-    return reinterpret_cast<int32_t*>(b.send.data());
-  }
-  *count = b.recv.size() / 4;
-  if (a.type == CollType::AllGather) {
-    *count = a.count;
-    return rv + r * a.count;
-  }
-  return rv;
-}
-
 void runCase(const Case& c, uint64_t seed, size_t window = sim::kEngineScanWindow) {
   INFO(describe(c) << " window=" << window);
   const CollArgs a = argsOf(c, 4);
   const int n = c.n;
-  const size_t E = c.count;
-  std::vector<sim::RankBuffers> bufs = makeBuffers(a, n);
-  const int32_t poison = 0x5A5A5A5A;
-  for (int r = 0; r < n; ++r) {
-    int32_t* rv = reinterpret_cast<int32_t*>(bufs[r].recv.data());
-    for (size_t i = 0; i < bufs[r].recv.size() / 4; ++i) rv[i] = poison;
-    size_t inCount = 0;
-    int32_t* in = inputOf(a, bufs[r], r, &inCount);
-    for (size_t i = 0; i < inCount; ++i) in[i] = value(r, i, seed);
-  }
+  std::vector<sim::RankBuffers> bufs = wref::makeBuffers(a, n, seed);
   const std::vector<sim::RankBuffers> before = bufs;
   sim::SimResult res =
       sim::run(a, WEFT_INT32, n, c.chunk, c.slots, &bufs, seed, -1, c.algo, window, c.hosts,
                c.foldPairs);
   INFO(res.error);
   REQUIRE(res.ok);
-  for (int r = 0; r < n; ++r) {
-    // Out of place, nobody writes the input.
-    REQUIRE(bufs[r].send == before[r].send);
-    const int32_t* out = reinterpret_cast<const int32_t*>(bufs[r].recv.data());
-    if (c.inPlace && c.type == CollType::ReduceScatter) out += r * E;
-    size_t bad = 0, first = 0;
-    int32_t got = 0, want0 = 0;
-    auto check = [&](size_t i, int32_t want) {
-      if (out[i] != want && bad++ == 0) first = i, got = out[i], want0 = want;
-    };
-    switch (c.type) {
-      case CollType::AllReduce:
-        for (size_t i = 0; i < E; ++i) check(i, reduced(c.op, n, i, seed));
-        break;
-      case CollType::ReduceScatter:
-        for (size_t i = 0; i < E; ++i) check(i, reduced(c.op, n, r * E + i, seed));
-        break;
-      case CollType::AllGather:
-        for (int q = 0; q < n; ++q)
-          for (size_t i = 0; i < E; ++i) check(q * E + i, value(q, i, seed));
-        break;
-      case CollType::Broadcast:
-        for (size_t i = 0; i < E; ++i) check(i, value(c.root, i, seed));
-        break;
-      case CollType::Reduce:  // other ranks' recvbuf is left alone
-        for (size_t i = 0; i < E; ++i)
-          check(i, r == c.root ? reduced(c.op, n, i, seed) : (c.inPlace ? value(r, i, seed) : poison));
-        break;
-      case CollType::AllToAll:
-        for (int q = 0; q < n; ++q)
-          for (size_t i = 0; i < E; ++i) check(q * E + i, value(q, r * E + i, seed));
-        break;
-      default: break;
-    }
-    INFO("rank " << r << ": " << bad << " bad elements, first " << first << " = " << got
-                 << ", want " << want0);
-    REQUIRE(bad == 0);
-  }
+  // Out of place, nobody writes the input.
+  for (int r = 0; r < n; ++r) REQUIRE(bufs[r].send == before[r].send);
+  const std::string bad = wref::checkBuffers(a, n, seed, bufs);
+  INFO(bad);
+  REQUIRE(bad.empty());
 }
 
 void runBarrier(Algo algo, int n, uint64_t seed) {
@@ -323,7 +251,8 @@ TEST_CASE("algorithms: float allreduce is bitwise identical on every rank", "[al
         a.eltSize = 4;
         a.op = op;
         a.inPlace = (n + static_cast<int>(op)) % 2 == 0;
-        std::vector<sim::RankBuffers> bufs = makeBuffers(a, n);
+        // wref's int32 inputs, overwritten below with floats.
+        std::vector<sim::RankBuffers> bufs = wref::makeBuffers(a, n, 0);
         std::uniform_real_distribution<float> mag(0.5f, 2.0f), near1(0.97f, 1.03f);
         std::vector<std::vector<float>> in(n, std::vector<float>(count));
         for (int r = 0; r < n; ++r) {

@@ -89,21 +89,11 @@ Status CudaIpcPeer::issueRecvs() {
     }
     const uint32_t idx = static_cast<uint32_t>(tailIssued_ % slots_);
     const SlotHeader* s = in_->slot(idx);
-    if (s->tag != op.tag || s->msgLen != op.len) {
-      h->broken.store(1, std::memory_order_release);
-      return fail(mismatchError("cuda_ipc", rank_, peer_, peerDesc_, recvSeq_, {op.tag, op.len},
-                                {s->tag, s->msgLen}));
-    }
     const size_t part = std::min(slotBytes_, op.len - op.off);
-    if (s->seq != recvSeq_ || s->partLen != part) {
+    if (!slotMatches(*s, recvSeq_, op.tag, op.len, part)) {
       h->broken.store(1, std::memory_order_release);
       return fail(
-          Status(WEFT_ERR_INTERNAL,
-                 strFormat("corrupt cuda_ipc FIFO from %s to rank %d: slot of message "
-                           "#%llu (%llu bytes) where #%llu (%zu bytes) was expected",
-                           peerDesc_.c_str(), rank_, static_cast<unsigned long long>(s->seq),
-                           static_cast<unsigned long long>(s->partLen),
-                           static_cast<unsigned long long>(recvSeq_), part)));
+          slotError("cuda_ipc", *s, rank_, peer_, peerDesc_, recvSeq_, op.tag, op.len, part));
     }
     if (part)
       WEFT_RETURN_IF_ERROR(

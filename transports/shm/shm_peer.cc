@@ -68,21 +68,10 @@ Status ShmPeer::pullRecv(Op& op, bool* done) {
       if (tail_ == headCache_) return Status::ok();
     }
     const SlotHeader* s = in_->slot(tailIdx_);
-    if (s->tag != op.tag || s->msgLen != op.len) {
+    const size_t part = std::min(inSlotBytes_, op.len - op.off);
+    if (!slotMatches(*s, recvSeq_, op.tag, op.len, part)) {
       inHdr_->broken.store(1, std::memory_order_release);
-      return fail(mismatchError("shm", rank_, peer_, peerDesc_, recvSeq_, {op.tag, op.len},
-                                {s->tag, s->msgLen}));
-    }
-    size_t part = std::min(inSlotBytes_, op.len - op.off);
-    if (s->seq != recvSeq_ || s->partLen != part) {
-      inHdr_->broken.store(1, std::memory_order_release);
-      return fail(
-          Status(WEFT_ERR_INTERNAL,
-                 strFormat("corrupt shm FIFO from %s to rank %d: slot of message #%llu "
-                           "(%llu bytes) where #%llu (%zu bytes) was expected",
-                           peerDesc_.c_str(), rank_, static_cast<unsigned long long>(s->seq),
-                           static_cast<unsigned long long>(s->partLen),
-                           static_cast<unsigned long long>(recvSeq_), part)));
+      return fail(slotError("shm", *s, rank_, peer_, peerDesc_, recvSeq_, op.tag, op.len, part));
     }
     if (part) memcpy(op.buf + op.off, Segment::payload(const_cast<SlotHeader*>(s)), part);
     if (op.off == 0) op.c->stamp = s->stamp;

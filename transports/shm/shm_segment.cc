@@ -14,6 +14,7 @@
 #include <new>
 
 #include "core/log.h"
+#include "transports/base/posted_ops.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -41,6 +42,19 @@ std::string segmentPrefix(uint64_t secret, uint64_t commId) {
 
 std::string segmentName(uint64_t secret, uint64_t commId, int src, int dst) {
   return segmentPrefix(secret, commId) + strFormat("%d-%d", src, dst);
+}
+
+Status slotError(const char* transport, const SlotHeader& s, int rank, int peer,
+                 const std::string& peerDesc, uint64_t msgNo, uint64_t tag, size_t len,
+                 size_t part) {
+  if (s.tag != tag || s.msgLen != len)
+    return mismatchError(transport, rank, peer, peerDesc, msgNo, {tag, len}, {s.tag, s.msgLen});
+  return Status(WEFT_ERR_INTERNAL,
+                strFormat("corrupt %s FIFO from %s to rank %d: slot of message #%llu "
+                          "(%llu bytes) where #%llu (%zu bytes) was expected",
+                          transport, peerDesc.c_str(), rank, static_cast<unsigned long long>(s.seq),
+                          static_cast<unsigned long long>(s.partLen),
+                          static_cast<unsigned long long>(msgNo), part));
 }
 
 size_t segmentBytes(uint32_t slots, size_t slotBytes) {

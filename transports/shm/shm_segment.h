@@ -82,9 +82,22 @@ struct alignas(kCacheLine) SlotHeader {
   uint64_t tag;
   uint64_t msgLen;
   uint64_t partLen;
-  uint64_t seq;  // message number on this FIFO, to detect a desynchronized stream
+  uint64_t seq;    // message number on this FIFO, to detect a desynchronized stream
   uint64_t stamp;  // Completion::stamp of the send
 };
+
+// Whether slot `s` is part `part` (bytes) of message #`msgNo` of the call
+// the receiver posted (`tag`, `len` bytes): the FIFO transports (shm,
+// cuda_ipc) check every slot they read.
+inline bool slotMatches(const SlotHeader& s, uint64_t msgNo, uint64_t tag, size_t len,
+                        size_t part) {
+  return s.tag == tag && s.msgLen == len && s.seq == msgNo && s.partLen == part;
+}
+// The error of a slot that does not: the ranks called different
+// collectives (INVALID_USAGE naming both calls), or the FIFO is corrupt.
+Status slotError(const char* transport, const SlotHeader& s, int rank, int peer,
+                 const std::string& peerDesc, uint64_t msgNo, uint64_t tag, size_t len,
+                 size_t part);
 
 // "/weft-<hash of secret and commId>-<src>-<dst>". The secret itself never
 // appears in /dev/shm.
