@@ -99,6 +99,10 @@ class Root {
   int registered_ = 0;
   std::unordered_map<int, Conn*> byRank_;  // the ranks in: grows as they join
   std::vector<std::unique_ptr<Conn>> conns_;
+  // Authentic hellos refused (the first few): a timeout then says why the
+  // ranks it misses are missing, not only that they are.
+  static constexpr size_t kRefusalsKept = 8;
+  std::vector<std::string> refused_;
 };
 
 std::string Root::validate(const RootHello& h) const {
@@ -210,6 +214,9 @@ void Root::readHello(Conn* c) {
     std::string why = validate(h);
     if (!why.empty()) {
       bool authentic = h.magic == kRootHelloMagic && h.secret == secret_;
+      if (authentic && refused_.size() < kRefusalsKept)
+        refused_.push_back(strFormat("a process at %s claiming rank %d of %d was refused: %s",
+                                     c->peer.toString().c_str(), h.rank, h.nranks, why.c_str()));
       refuse(c, why, WEFT_ERR_INVALID_USAGE, authentic);
       return;
     }
@@ -319,6 +326,7 @@ void Root::finish() {
     std::string msg = strFormat("bootstrap: %s of %d did not join within %g s",
                                 rankList(missing.data(), missing.size()).c_str(), nranks_,
                                 timeoutS_);
+    for (const std::string& r : refused_) msg += "; " + r;
     WEFT_WARN(kBootstrap, "bootstrap root at %s: %s", where_.c_str(), msg.c_str());
     RootReply r{kRootReplyMagic, WEFT_ERR_TIMEOUT, static_cast<uint32_t>(nranks_),
                 static_cast<uint32_t>(msg.size())};
