@@ -30,6 +30,19 @@ std::string describeDesc(uint64_t w0, uint64_t w1) {
   return s;
 }
 
+// Ring mode's A: my call and stamp in my ring slot of round g. Every rank
+// describes the round there; the root stages the data there too. The slot
+// names its round last (the caller stores it, after the data), so a reader
+// that sees it may read the slot without waiting for the flag.
+inline shm::Arena::RingSlot* describeInRing(const shm::Arena& a, uint64_t g, uint64_t w0,
+                                            uint64_t count, uint64_t stamp) {
+  shm::Arena::RingSlot* s = a.ringSlot(a.rank(), g);
+  s->desc[0] = w0;
+  s->desc[1] = count;
+  s->stamp = stamp;
+  return s;
+}
+
 }  // namespace
 
 ArenaShape arenaShapeOf(const shm::Arena& arena) {
@@ -128,21 +141,14 @@ __attribute__((always_inline)) inline bool ArenaOp::act(const ArenaPhase& ph, ui
 }
 
 __attribute__((always_inline)) inline void ArenaOp::phaseA(uint64_t g) {
-  const uint64_t stamp = rec_ ? rec_->stamp : 0;
   if (plan_.mode == ArenaPlan::Mode::Ring) {
-    // Every rank describes the round in its own ring slot; the root's
-    // actions stage the data there. The slot names its round last, so a
-    // reader that sees it may read the slot without waiting for the flag.
-    shm::Arena::RingSlot* s = arena_->ringSlot(arena_->rank(), g);
-    s->desc[0] = w0_;
-    s->desc[1] = args_.count;
-    s->stamp = stamp;
+    shm::Arena::RingSlot* s = describeInRing(*arena_, g, w0_, args_.count, rec_ ? rec_->stamp : 0);
     act(plan_.round(round_).a, g, nullptr);  // A only copies
     s->round.store(g, std::memory_order_release);
     return;
   }
   if (round_ == 0)
-    arena_->setDesc(g, w0_, args_.count, stamp,
+    arena_->setDesc(g, w0_, args_.count, rec_ ? rec_->stamp : 0,
                     plan_.mode == ArenaPlan::Mode::Direct ? send_ : nullptr);
   act(plan_.round(round_).a, g, nullptr);  // A only copies
 }
@@ -187,7 +193,7 @@ uint64_t ArenaOp::target() const {
   return stage_ == 1 ? arenaFlagA(g) : arenaFlagB(g);
 }
 
-bool ArenaOp::ready(uint64_t g) const {
+__attribute__((always_inline)) inline bool ArenaOp::ready(uint64_t g) const {
   if (stage_ == 0) {
     // The buffers this round writes are free once every rank published
     // the gate (arena_plan.h's rules).
@@ -261,15 +267,17 @@ Status ArenaOp::waitTarget(double timeoutS, const std::atomic<bool>* cancel) {
       stage_ == 1 ? plan_.waitOnly : -1);
 }
 
+__attribute__((always_inline)) inline Status ArenaOp::awaitStage(uint64_t g, double timeoutS,
+                                                                 const std::atomic<bool>* cancel) {
+  return ready(g) ? Status() : waitTarget(timeoutS, cancel);
+}
+
 Status ArenaOp::runRounds(double timeoutS, const std::atomic<bool>* cancel) {
   // As progress(), waiting where it would return.
   Status st;
   while (round_ < plan_.rounds) {
     const uint64_t g = base_ + round_;
-    if (!ready(g)) {
-      st = waitTarget(timeoutS, cancel);
-      if (st.isError()) return st;
-    }
+    WEFT_RETURN_IF_ERROR(awaitStage(g, timeoutS, cancel));
     if (!step(g, &st)) return st;
   }
   return st;
@@ -279,21 +287,18 @@ Status ArenaOp::runOneRound(double timeoutS, const std::atomic<bool>* cancel) {
   // The stages of step(), straight through: a small collective is mostly
   // this function, and the stage machine was a third of its instructions.
   const uint64_t g = base_;
-  const uint64_t gate = arenaGateOfA(plan_.mode, g);
-  if (gate && !arena_->reached(gate, nullptr)) WEFT_RETURN_IF_ERROR(waitTarget(timeoutS, cancel));
+  WEFT_RETURN_IF_ERROR(awaitStage(g, timeoutS, cancel));  // stage 0: the gate
   phaseA(g);
   if (rec_) rec_->sent[tx_] += plan_.last.staged;
   arena_->publish(arenaFlagA(g));
   stage_ = 1;
-  if (plan_.waitB && !ringReady(g) && !arena_->reached(arenaFlagA(g), nullptr, plan_.waitOnly))
-    WEFT_RETURN_IF_ERROR(waitTarget(timeoutS, cancel));
+  WEFT_RETURN_IF_ERROR(awaitStage(g, timeoutS, cancel));
   Status st;
   if (!phaseB(g, &st)) return st;
   if (plan_.publishB) arena_->publish(arenaFlagB(g));
   if (plan_.runC) {
     stage_ = 2;
-    if (!arena_->reached(arenaFlagB(g), nullptr))
-      WEFT_RETURN_IF_ERROR(waitTarget(timeoutS, cancel));
+    WEFT_RETURN_IF_ERROR(awaitStage(g, timeoutS, cancel));
     if (!act(plan_.last.c, g, &st)) return st;
   }
   stage_ = 0;
@@ -310,15 +315,14 @@ Status ArenaOp::runOneShot(double timeoutS, const std::atomic<bool>* cancel) {
   const uint64_t g = base_;
   const int par = static_cast<int>(g & 1);
   const bool inl = plan_.mode == ArenaPlan::Mode::Inline;
-  const uint64_t gate = arenaGateOfA(plan_.mode, g);
-  if (gate && !arena_->reached(gate, nullptr)) WEFT_RETURN_IF_ERROR(waitTarget(timeoutS, cancel));
+  WEFT_RETURN_IF_ERROR(awaitStage(g, timeoutS, cancel));  // stage 0: the gate
   const int me = arena_->rank(), n = arena_->nranks();
   arena_->setDesc(g, w0_, args_.count, rec_ ? rec_->stamp : 0);
   memcpy(inl ? arena_->inlineData(me, g) : arena_->buf(me, par), send_, len_);
   if (rec_) rec_->sent[tx_] += len_;
   arena_->publish(arenaFlagA(g));
   stage_ = 1;
-  if (!arena_->reached(arenaFlagA(g), nullptr)) WEFT_RETURN_IF_ERROR(waitTarget(timeoutS, cancel));
+  WEFT_RETURN_IF_ERROR(awaitStage(g, timeoutS, cancel));
   Status st;
   if (!checkCalls(g, &st)) return st;
   const void* few[16];
@@ -341,15 +345,10 @@ Status ArenaOp::runRing(double timeoutS, const std::atomic<bool>* cancel) {
   // The actions of a ring broadcast (Mode::Ring; a test pins them), run
   // directly, as runOneShot's: a small broadcast is mostly this function.
   const uint64_t g = base_;
-  const uint64_t gate = arenaGateOfA(plan_.mode, g);
-  if (gate && !arena_->reached(gate, nullptr)) WEFT_RETURN_IF_ERROR(waitTarget(timeoutS, cancel));
+  WEFT_RETURN_IF_ERROR(awaitStage(g, timeoutS, cancel));  // stage 0: the gate
   const int root = args_.root;
   const bool isRoot = arena_->rank() == root;
-  // Every rank describes the round in its own slot (phaseA's ring case).
-  shm::Arena::RingSlot* s = arena_->ringSlot(arena_->rank(), g);
-  s->desc[0] = w0_;
-  s->desc[1] = args_.count;
-  s->stamp = rec_ ? rec_->stamp : 0;
+  shm::Arena::RingSlot* s = describeInRing(*arena_, g, w0_, args_.count, rec_ ? rec_->stamp : 0);
   if (isRoot) {
     memcpy(s->data(len_), send_, len_);
     if (recv_ != send_) memcpy(recv_, send_, len_);
@@ -360,8 +359,7 @@ Status ArenaOp::runRing(double timeoutS, const std::atomic<bool>* cancel) {
   Status st;
   if (!isRoot) {
     stage_ = 1;
-    if (!ringReady(g) && !arena_->reached(arenaFlagA(g), nullptr, root))
-      WEFT_RETURN_IF_ERROR(waitTarget(timeoutS, cancel));
+    WEFT_RETURN_IF_ERROR(awaitStage(g, timeoutS, cancel));
     if (!checkCalls(g, &st)) return st;
     memcpy(recv_, arena_->ringSlot(root, g)->data(len_), len_);
   }

@@ -64,8 +64,10 @@ class ArenaOp : public OpRunner {
   }
 
  private:
-  // Whether the current stage of the current round (g) may run now.
+  // Whether the current stage of the current round (g) may run now;
+  // waits until it may (bounded as waitTarget).
   bool ready(uint64_t g) const;
+  Status awaitStage(uint64_t g, double timeoutS, const std::atomic<bool>* cancel);
   // run() of any plan, of a one-round plan (untimed), of a one-shot
   // allreduce (ArenaPlan::oneShot), of a ring broadcast.
   Status runRounds(double timeoutS, const std::atomic<bool>* cancel);
