@@ -66,6 +66,16 @@ class PeerState {
   Status failed_;
 };
 
+// A posted send or receive of a FIFO transport (shm, cuda_ipc): the user's
+// buffer, its length, how far it got, the call's tag, its completion.
+struct PostedMsg {
+  char* buf = nullptr;
+  size_t len = 0;
+  size_t off = 0;
+  uint64_t tag = 0;
+  Completion* c = nullptr;
+};
+
 // Completes every operation of `q` (a RingQueue or std::deque of ops with a
 // `Completion* c`; null completions are skipped) with `st`, and empties it.
 template <class Queue>

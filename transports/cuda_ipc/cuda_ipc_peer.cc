@@ -133,14 +133,14 @@ Status CudaIpcPeer::retire(std::deque<Flight>* flights, bool send) {
 Status CudaIpcPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem,
                              Completion* c) {
   if (state_.refuses(mem)) return state_.checkPost(mem);
-  sends_.push_back(Op{static_cast<char*>(const_cast<void*>(buf)), len, 0, tag, c, false});
+  sends_.push_back(Op{static_cast<char*>(const_cast<void*>(buf)), len, 0, tag, c});
   WEFT_RETURN_IF_ERROR(progress());
   return c->done ? Status::ok() : Status::inProgress();
 }
 
 Status CudaIpcPeer::postRecv(void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
   if (state_.refuses(mem)) return state_.checkPost(mem);
-  recvs_.push_back(Op{static_cast<char*>(buf), len, 0, tag, c, false});
+  recvs_.push_back(Op{static_cast<char*>(buf), len, 0, tag, c});
   WEFT_RETURN_IF_ERROR(progress());
   return c->done ? Status::ok() : Status::inProgress();
 }

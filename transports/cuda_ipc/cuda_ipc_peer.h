@@ -49,14 +49,7 @@ class CudaIpcPeer {
   void abort();
 
  private:
-  struct Op {
-    char* buf = nullptr;
-    size_t len = 0;
-    size_t off = 0;
-    uint64_t tag = 0;
-    Completion* c = nullptr;
-    bool issued = false;  // the first part was issued (zero-length messages too)
-  };
+  using Op = PostedMsg;
   struct Flight {
     void* event;
     Completion* c;  // the op's completion on its last slot, else NULL

@@ -49,13 +49,7 @@ class ShmPeer {
   bool hasNews() const;
 
  private:
-  struct Op {
-    char* buf = nullptr;
-    size_t len = 0;
-    size_t off = 0;
-    uint64_t tag = 0;
-    Completion* c = nullptr;
-  };
+  using Op = PostedMsg;
 
   bool pushSend(Op& op);                // true once the whole message is in slots
   Status pullRecv(Op& op, bool* done);  // copies out what has arrived
