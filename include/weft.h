@@ -138,16 +138,33 @@ weft_result_t weft_comm_init_rank(weft_comm_t *comm, int nranks, weft_unique_id_
  * it alone. Initialise with WEFT_CONFIG_INITIALIZER, then set what you need;
  * `size` lets later versions add fields without breaking older callers. A
  * field left at its initial value (0) takes the environment's value. */
+/* Reproducible reductions (WEFT_REPRO; docs/reproducibility.md): how a
+ * float SUM / AVG / PROD allreduce, reduce or reduce_scatter is computed.
+ * OFF: the fastest algorithm's order. ORDERED: every element is the serial
+ * fold over ranks 0..n-1 (float16, bfloat16 and fp8 in float), rounded
+ * once: independent of the algorithm, chunking, transport and message
+ * size. EXACT: SUM and AVG are the exact sum (over n) rounded once: also
+ * independent of the rank order and count. Every rank must use the same. */
+typedef enum {
+  WEFT_REPRO_DEFAULT = 0, /* the environment's (WEFT_REPRO, else off) */
+  WEFT_REPRO_OFF = 1,
+  WEFT_REPRO_ORDERED = 2,
+  WEFT_REPRO_EXACT = 3
+} weft_repro_t;
+
 typedef struct {
   size_t size;                /* sizeof(weft_config_t) */
   double timeout_s;           /* > 0: as WEFT_TIMEOUT_S, for this comm's calls */
   double bootstrap_timeout_s; /* > 0: as WEFT_BOOTSTRAP_TIMEOUT_S, for its creation */
+  int repro;                  /* a weft_repro_t; DEFAULT: as WEFT_REPRO */
 } weft_config_t;
-#define WEFT_CONFIG_INITIALIZER {sizeof(weft_config_t), 0.0, 0.0}
+#define WEFT_CONFIG_INITIALIZER {sizeof(weft_config_t), 0.0, 0.0, WEFT_REPRO_DEFAULT}
 
 /* As weft_comm_init_rank, with `config` (NULL: the environment's settings).
  * Errors as weft_comm_init_rank, and INVALID_ARGUMENT for a config whose
- * size is 0 or whose timeouts are negative or not numbers. */
+ * size is 0, whose timeouts are negative or not numbers, or whose repro is
+ * not a weft_repro_t; INVALID_USAGE (on every rank) when the ranks' modes
+ * differ. */
 weft_result_t weft_comm_init_rank_config(weft_comm_t *comm, int nranks, weft_unique_id_t id,
                                          int rank, const weft_config_t *config);
 
@@ -157,6 +174,10 @@ weft_result_t weft_comm_init_rank_config(weft_comm_t *comm, int nranks, weft_uni
  * each operation's own timeout this way). Errors: INVALID_ARGUMENT for a
  * dead comm or a timeout that is not > 0. */
 weft_result_t weft_comm_set_timeout(weft_comm_t comm, double timeout_s);
+
+/* The communicator's reproducibility mode (OFF, ORDERED or EXACT, never
+ * DEFAULT). Errors: INVALID_ARGUMENT (NULL or dead comm, NULL mode). */
+weft_result_t weft_comm_repro(weft_comm_t comm, weft_repro_t *mode);
 
 /* Creates `nranks` communicators in this process (comms[i] is rank i), each
  * then driven by its own thread. */

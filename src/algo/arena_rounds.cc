@@ -64,7 +64,8 @@ class Writer {
     for (int r = 0; r < rc_.shape->nranks; ++r) p_->srcs.push_back(srcOf(r));
     a.bytes = bytes;
     add(a);
-    if (rc_.args->op == WEFT_AVG) {
+    // A reproducible call's fold divides for AVG itself (before its one rounding).
+    if (rc_.args->op == WEFT_AVG && rc_.args->repro == Repro::Off) {
       ArenaAct d;
       d.kind = ArenaActKind::Divide;
       d.dst = dst;

@@ -175,6 +175,24 @@ double directUs(const Env& e, double c, CollType t, double S) {
   }
 }
 
+// Fold (reproducible calls, fold.cc): direct reduce-scatter of pieces to
+// the blocks' owners; then a ring allgather (allreduce) or every block to
+// the root in one round (reduce).
+double foldUs(const Env& e, double c, CollType t, double S) {
+  const double k = e.n - 1, blk = S / e.n, root = 1.0 / e.n;
+  const double scatter = directUs(e, c, CollType::ReduceScatter, S);
+  switch (t) {
+    case CollType::ReduceScatter:
+      return scatter;
+    case CollType::AllReduce:
+      return scatter + ringUs(e, c, CollType::AllGather, S);
+    case CollType::Reduce:
+      return scatter + roundUs(e, c, rounds(1, k, blk, 0, Where::All, 1, root));
+    default:
+      return unknownUs(e, c, S);
+  }
+}
+
 double binomialUs(const Env& e, double c, CollType t, double S) {
   const double L = ceilLog2(e.n), X = ceilLog2(e.hosts);
   const Pipe bcast{L, S, L, 0, L, X, X}, reduce{L, S, L, L, L, X, X};
@@ -372,6 +390,8 @@ double planUs(Algo a, CollType t, double S, const Env& e, double chunk) {
       return shmUs(e, chunk, t, S);
     case Algo::Hierarchical:
       return hierUs(e, chunk, t, S);
+    case Algo::Fold:
+      return foldUs(e, chunk, t, S);
     case Algo::Auto:
     case Algo::kCount:
       break;

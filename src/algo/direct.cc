@@ -18,6 +18,9 @@
 // for a free slot; senders never wait for anything). Intermediate sums go to
 // recvbuf, or, in place, to a ring of `slots` accumulator chunks in scratch
 // so that the input is intact until every send and every use of it is done.
+// A reproducible call (CollArgs::repro) receives the n-1 vectors of a chunk
+// into a group of slots instead and folds them with one Fold step (the
+// modes' arithmetic, kernels/cpu/fold.h): `slots` groups of n-1 chunks.
 //
 // Cost (N bytes: the vector; for allgather, reduce_scatter and alltoall all n
 // blocks): one step. allreduce sends and receives (n-1) * N bytes per rank
@@ -28,6 +31,7 @@
 // alltoall `slots` chunks; the others none.
 #include <algorithm>
 
+#include "algo/fold_groups.h"
 #include "algo/step_util.h"
 
 namespace weft {
@@ -61,15 +65,20 @@ struct Slots {
 struct Fold {
   const CollArgs& a;
   const BuildParams& p;
+  const bool ordered;  // a reproducible call: FoldGroups instead of pairwise steps
   Slots slots;
   Slots acc;  // in place only
+  FoldGroups groups;
   Schedule* s;
 
   Fold(const CollArgs& args, const BuildParams& params, size_t slotBytes, Schedule* sch)
-      : a(args), p(params), slots(params, slotBytes, sch),
-        acc(params, args.inPlace ? slotBytes : 0, sch), s(sch) {}
+      : a(args), p(params), ordered(args.repro != Repro::Off),
+        slots(params, ordered ? 0 : slotBytes, sch),
+        acc(params, args.inPlace && !ordered ? slotBytes : 0, sch),
+        groups(params, ordered ? slotBytes : 0, sch), s(sch) {}
 
   uint32_t chunk(BufRef own, BufRef dst, size_t len, const std::vector<uint32_t>& finalDeps) {
+    if (ordered) return groups.fold(p, own, dst, len, finalDeps, s);
     const int n = p.nranks, r = p.rank;
     // Where the running sum lives before its last step.
     int accSlot = -1;

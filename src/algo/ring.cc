@@ -27,9 +27,8 @@ constexpr uint32_t kNone = Schedule::kNoStep;
 
 BufRef at(BufRef base, size_t off) { return BufRef{base.buf, base.off + off}; }
 
-// The allgather half over the segments of L in `buf`, where rank r starts
-// with segment `first` ready (producer gives the step that produced each
-// chunk). At step k rank r sends segment (first-k) and receives (first-k-1).
+}  // namespace
+
 void addRingAllGather(const RingLayout& L, const BuildParams& p, BufRef buf, int first,
                       std::vector<uint32_t>& producer, const std::vector<uint32_t>& lastRead,
                       BufRef firstSrc, Schedule* s) {
@@ -51,8 +50,6 @@ void addRingAllGather(const RingLayout& L, const BuildParams& p, BufRef buf, int
     }
   }
 }
-
-}  // namespace
 
 RingRsResult addRingReduceScatter(const RingLayout& L, const BuildParams& p, BufRef work,
                                   BufRef finalDst, bool inPlace, Schedule* s) {

@@ -80,4 +80,13 @@ struct RingRsResult {
 RingRsResult addRingReduceScatter(const RingLayout& L, const BuildParams& p, BufRef work,
                                   BufRef finalDst, bool inPlace, Schedule* s);
 
+// The allgather half over the segments of L in `buf`, where rank r starts
+// with segment `first` ready (producer gives the step that produced each
+// chunk, and receives it). At step k rank r sends segment (first-k), the
+// first from `firstSrc`, and receives (first-k-1) after lastRead's step of
+// that chunk (if any) is done.
+void addRingAllGather(const RingLayout& L, const BuildParams& p, BufRef buf, int first,
+                      std::vector<uint32_t>& producer, const std::vector<uint32_t>& lastRead,
+                      BufRef firstSrc, Schedule* s);
+
 }  // namespace weft

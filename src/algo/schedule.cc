@@ -28,6 +28,7 @@ const char* stepKindName(StepKind k) {
     case StepKind::Copy: return "copy";
     case StepKind::Reduce: return "reduce";
     case StepKind::Divide: return "divide";
+    case StepKind::Fold: return "fold";
   }
   return "?";
 }
@@ -101,6 +102,8 @@ const AlgoInfo kAlgos[] = {
     {Algo::Dissemination, "dissemination", bit(CollType::Barrier)},
     {Algo::Shm, "shm", 0},
     {Algo::Hierarchical, "hier", bit(CollType::AllReduce)},
+    {Algo::Fold, "fold",
+     bit(CollType::AllReduce) | bit(CollType::Reduce) | bit(CollType::ReduceScatter)},
 };
 
 const AlgoInfo* infoOf(Algo a) {
@@ -140,6 +143,21 @@ bool algoSupports(Algo a, CollType t) {
   if (t == CollType::Send || t == CollType::Recv) return a == Algo::Auto;
   const AlgoInfo* i = infoOf(a);
   return i && (i->colls & bit(t));
+}
+
+bool algoFoldsInRankOrder(Algo a, CollType t) {
+  if (t != CollType::AllReduce && t != CollType::Reduce && t != CollType::ReduceScatter)
+    return false;
+  return a == Algo::Direct || a == Algo::Fold || a == Algo::Shm;
+}
+
+const char* reproName(Repro r) {
+  switch (r) {
+    case Repro::Off: return "off";
+    case Repro::Ordered: return "ordered";
+    case Repro::Exact: return "exact";
+  }
+  return "?";
 }
 
 Algo defaultAlgo(CollType t) {
@@ -219,6 +237,11 @@ Status buildSchedule(const CollArgs& args, const BuildParams& p, Schedule* out) 
     case Algo::Pairwise: buildPairwiseAllToAll(args, p, out); break;
     case Algo::Dissemination: buildDisseminationBarrier(args, p, out); break;
     case Algo::Hierarchical: buildHierarchicalAllReduce(args, p, out); break;
+    case Algo::Fold:
+      if (args.type == CollType::AllReduce) buildFoldAllReduce(args, p, out);
+      if (args.type == CollType::Reduce) buildFoldReduce(args, p, out);
+      if (args.type == CollType::ReduceScatter) buildFoldReduceScatter(args, p, out);
+      break;
     default:
       return invalidUsage(strFormat("algorithm %s has no schedule builder for %s",
                                     algoName(algo), collName(args.type)));

@@ -50,6 +50,11 @@ enum class StepKind : uint8_t {
   Copy,        // dst = a (local)
   Reduce,      // dst = a op b (local)
   Divide,      // dst = dst / nranks (finishes AVG)
+  // dst = the fold over ranks q = 0, 1, ..., n-1 of piece q, in that order,
+  // with the reproducible arithmetic of CollArgs::repro (kernels/cpu/fold.h;
+  // AVG's division included): piece q is `a` for q == rank, else b + i *
+  // bytes with i = q for q < rank and q - 1 above (n-1 pieces back to back).
+  Fold,
 };
 const char* stepKindName(StepKind k);
 
@@ -80,6 +85,13 @@ struct Schedule {
 // What a builder needs to know. Counts are in elements of eltSize bytes, with
 // the API's meaning: allreduce/broadcast/reduce/alltoall `count`,
 // allgather `sendcount`, reduce_scatter `recvcount`, send/recv `count`.
+// WEFT_REPRO (docs/reproducibility.md): how a float SUM / AVG / PROD is
+// computed. Off: by whatever algorithm is fastest. Ordered: the serial fold
+// over ranks 0..n-1 in the type's accumulation precision, rounded once.
+// Exact: the exact sum rounded once (SUM and AVG; PROD as Ordered).
+enum class Repro : uint8_t { Off = 0, Ordered = 1, Exact = 2 };
+const char* reproName(Repro r);  // "off", "ordered", "exact"
+
 struct CollArgs {
   CollType type = CollType::AllReduce;
   size_t count = 0;
@@ -88,11 +100,15 @@ struct CollArgs {
   int root = 0;    // broadcast, reduce
   int peer = -1;   // send, recv
   bool inPlace = false;
+  // Off unless the comm's mode asks for it AND the call is order-sensitive
+  // (a float SUM / AVG / PROD allreduce, reduce or reduce_scatter): then
+  // only algorithms that fold in rank order (algoFoldsInRankOrder) run it.
+  Repro repro = Repro::Off;
 };
 // Two calls of the same shape (what schedules and plans depend on).
 inline bool sameShape(const CollArgs& a, const CollArgs& b) {
   return a.type == b.type && a.count == b.count && a.eltSize == b.eltSize && a.op == b.op &&
-         a.root == b.root && a.peer == b.peer && a.inPlace == b.inPlace;
+         a.root == b.root && a.peer == b.peer && a.inPlace == b.inPlace && a.repro == b.repro;
 }
 // "allreduce #12 (1024 x float, sum)".
 std::string describeOp(const CollArgs& args, weft_datatype_t dtype, uint64_t seq);
@@ -114,6 +130,8 @@ enum class Algo : uint8_t {
   Dissemination,      // barrier
   Shm,                // any collective, all ranks on one host: shm arena
   Hierarchical,       // allreduce over hosts: host reduce-scatter, rails, host allgather
+  Fold,               // allreduce, reduce, reduce_scatter: each block's owner folds it in
+                      // rank order (reproducible, docs/reproducibility.md), then allgather
   kCount
 };
 // Canonical name ("ring", "rd", "hd", "dbt", "direct", "chain", "binomial",
@@ -124,6 +142,10 @@ const char* algoName(Algo a);
 bool parseAlgo(const std::string& name, Algo* out);
 // Whether `a` implements collective `t` (Auto: always).
 bool algoSupports(Algo a, CollType t);
+// Whether `a` computes every element of reduction `t` as one fold over the
+// ranks in rank order (the only algorithms a CollArgs::repro call may run):
+// direct, fold and shm.
+bool algoFoldsInRankOrder(Algo a, CollType t);
 // The algorithm buildSchedule uses for `t` when none is chosen.
 Algo defaultAlgo(CollType t);
 
@@ -176,6 +198,9 @@ void buildBinomialBroadcast(const CollArgs& a, const BuildParams& p, Schedule* s
 void buildBinomialReduce(const CollArgs& a, const BuildParams& p, Schedule* s);
 void buildBruckAllGather(const CollArgs& a, const BuildParams& p, Schedule* s);
 void buildHierarchicalAllReduce(const CollArgs& a, const BuildParams& p, Schedule* s);
+void buildFoldAllReduce(const CollArgs& a, const BuildParams& p, Schedule* s);
+void buildFoldReduce(const CollArgs& a, const BuildParams& p, Schedule* s);
+void buildFoldReduceScatter(const CollArgs& a, const BuildParams& p, Schedule* s);
 
 // Bytes of the send and receive buffers of `a` on one of `nranks` ranks
 // (what the engine binds; the simulator allocates).

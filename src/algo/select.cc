@@ -36,15 +36,24 @@ Choice bestChunk(Algo a, CollType t, size_t bytes, const Env& e, const ChunkRang
   return best;
 }
 
+// Whether the model may pick `a` on its own: for a reproducible call only
+// the algorithms that fold in rank order; otherwise any but Fold (which
+// exists for those calls; WEFT_ALGO can still force it).
+bool pickable(Algo a, CollType t, bool ordered) {
+  return ordered ? algoFoldsInRankOrder(a, t) : a != Algo::Fold;
+}
+
 Choice chooseModel(CollType t, size_t bytes, const CostModel& m, const Env& e,
-                   const ChunkRange& cr) {
-  const Algo first = defaultAlgo(t);
+                   const ChunkRange& cr, bool ordered) {
+  const Algo first = ordered ? Algo::Fold : defaultAlgo(t);
   Choice best;
   best.chunkBytes = cr.lo;
   best.estUs = kInf;
   for (int i = -1; i < static_cast<int>(Algo::kCount); ++i) {
     const Algo a = i < 0 ? first : static_cast<Algo>(i);
-    if (a == Algo::Auto || (i >= 0 && a == first) || !algoUsable(a, t, m)) continue;
+    if (a == Algo::Auto || (i >= 0 && a == first) || !algoUsable(a, t, m) ||
+        !pickable(a, t, ordered))
+      continue;
     Choice c = bestChunk(a, t, bytes, e, cr);
     if (c.estUs < best.estUs) best = c;
   }
@@ -91,27 +100,30 @@ Choice evaluate(Algo a, const CollArgs& args, const CostModel& m) {
     return none;
   }
   const size_t bytes = collBytes(args, e.n);
-  if (a == Algo::Auto && !p2p) return chooseModel(t, bytes, m, e, cr);
+  if (a == Algo::Auto && !p2p) return chooseModel(t, bytes, m, e, cr, args.repro != Repro::Off);
   return bestChunk(a, t, bytes, e, cr);
 }
 
-Choice chooseForBytes(CollType t, size_t bytes, const CostModel& m, const AlgoRules* rules) {
+Choice chooseForBytes(CollType t, size_t bytes, const CostModel& m, const AlgoRules* rules,
+                      bool ordered) {
   const Env e(m);
   const ChunkRange cr(m);
   if (t == CollType::Send || t == CollType::Recv) return bestChunk(Algo::Auto, t, bytes, e, cr);
   if (rules && !rules->empty()) {
     const Algo forced = rules->lookup(t, bytes, m.shmArena);
-    if (forced != Algo::Auto && algoUsable(forced, t, m)) {
+    if (forced != Algo::Auto && algoUsable(forced, t, m) &&
+        (!ordered || algoFoldsInRankOrder(forced, t))) {
       Choice c = bestChunk(forced, t, bytes, e, cr);
       c.forced = true;
       return c;
     }
   }
-  return chooseModel(t, bytes, m, e, cr);
+  return chooseModel(t, bytes, m, e, cr, ordered);
 }
 
 Choice choose(const CollArgs& args, const CostModel& m, const AlgoRules* rules) {
-  return chooseForBytes(args.type, collBytes(args, std::max(1, m.nranks)), m, rules);
+  return chooseForBytes(args.type, collBytes(args, std::max(1, m.nranks)), m, rules,
+                        args.repro != Repro::Off);
 }
 
 }  // namespace weft

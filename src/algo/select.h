@@ -174,10 +174,16 @@ Choice evaluate(Algo a, const CollArgs& args, const CostModel& m);
 // first WEFT_ALGO rule (rules may be null or empty) that matches the type and
 // collBytes and names a usable algorithm wins, forced = true, with the
 // model's chunk size for it; otherwise the usable algorithm with the lowest
-// estimate (defaultAlgo(t) first, so it wins ties).
+// estimate (defaultAlgo(t) first, so it wins ties). A reproducible call
+// (args.repro) considers only the algorithms that fold in rank order
+// (algoFoldsInRankOrder: shm, fold, direct; fold first), and rules naming
+// any other are passed over for it; Fold is otherwise only taken when a
+// rule names it.
 Choice choose(const CollArgs& args, const CostModel& m, const AlgoRules* rules);
-// The same for a collective of `bytes` (collBytes) bytes.
-Choice chooseForBytes(CollType t, size_t bytes, const CostModel& m, const AlgoRules* rules);
+// The same for a collective of `bytes` (collBytes) bytes; `ordered`: a
+// reproducible call.
+Choice chooseForBytes(CollType t, size_t bytes, const CostModel& m, const AlgoRules* rules,
+                      bool ordered = false);
 
 // Human-readable choices of the model for every collective: size ranges ->
 // algorithm, chunk sizes and estimated times, then the same as a WEFT_ALGO

@@ -68,6 +68,7 @@ Status check(const Comm* c, const Call& k, CollArgs* out, bool* needSendOut, boo
   a.count = k.count;
   a.eltSize = elt;
   a.op = reduces ? static_cast<weft_op_t>(k.op) : WEFT_SUM;
+  if (reduces) a.repro = c->reproFor(k.dt(), a.op);
   a.root = rooted ? k.root : 0;
   a.peer = p2p ? k.root : -1;
   const size_t sb = sendBytes(a, n, c->rank()), rb = recvBytes(a, n, c->rank());

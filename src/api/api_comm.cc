@@ -53,6 +53,11 @@ Status checkConfig(const weft_config_t* config) {
   if (!(config->bootstrap_timeout_s >= 0))
     return invalidArgument(strFormat("config->bootstrap_timeout_s is %g; it must be 0 (the "
                                      "environment's) or more", config->bootstrap_timeout_s));
+  if (configHasRepro(config) &&
+      (config->repro < WEFT_REPRO_DEFAULT || config->repro > WEFT_REPRO_EXACT))
+    return invalidArgument(strFormat("config->repro is %d; it must be a weft_repro_t "
+                                     "(WEFT_REPRO_DEFAULT, _OFF, _ORDERED or _EXACT)",
+                                     config->repro));
   return Status();
 }
 
@@ -178,6 +183,19 @@ weft_result_t weft_comm_set_timeout(weft_comm_t comm, double timeout_s) {
     return setError(c.get(), invalidArgument(strFormat(
                                  "timeout_s is %g; it must be more than 0 seconds", timeout_s)));
   c->setTimeout(timeout_s);
+  return WEFT_SUCCESS;
+}
+
+weft_result_t weft_comm_repro(weft_comm_t comm, weft_repro_t* mode) {
+  Status st;
+  std::shared_ptr<Comm> c = lookupComm(comm, &st);
+  if (!c) return setError(static_cast<Comm*>(nullptr), st);
+  if (!mode) return setError(c.get(), invalidArgument("mode (the output pointer) is NULL"));
+  switch (c->repro()) {
+    case Repro::Off: *mode = WEFT_REPRO_OFF; break;
+    case Repro::Ordered: *mode = WEFT_REPRO_ORDERED; break;
+    case Repro::Exact: *mode = WEFT_REPRO_EXACT; break;
+  }
   return WEFT_SUCCESS;
 }
 

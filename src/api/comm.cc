@@ -54,6 +54,7 @@ Status Comm::create(const weft_unique_id_t& id, int nranks, int rank, std::share
   if (config && config->timeout_s > 0) c->cfg_.timeoutS = config->timeout_s;
   if (config && config->bootstrap_timeout_s > 0)
     c->cfg_.bootstrapTimeoutS = config->bootstrap_timeout_s;
+  c->reproRequest_ = reproRequest(c->cfg_.repro, config);
   Status st = c->init(id);
   if (st.isError()) {
     c->abort();
@@ -90,7 +91,9 @@ Status Comm::init(const weft_unique_id_t& id) {
       if (transportNames_[p] == t->name()) owners[p] = t.get();
   }
   engine_.reset(new Engine(rank_, nranks_, cfg_, eps, owners, all, peers_));
-  cuda::setUpStreamLocalWork(cfg_.cudaLocalWork, rank_, engine_.get());
+  // Reproducible folds run on the host (the GPU backend has none).
+  cuda::setUpStreamLocalWork(repro_ != Repro::Off ? std::string() : cfg_.cudaLocalWork, rank_,
+                             engine_.get());
   attachDevice();
   setUpSelection();
   setUpTelemetry();
@@ -107,6 +110,7 @@ Status Comm::exchangePeerInfo() {
   mine.u64(net::hostHash())
       .u64(static_cast<uint64_t>(getpid()))
       .u64(static_cast<uint64_t>(telemetry::realtimeMinusMonotonicNs()));
+  mine.u64(reproRequest_);
   const std::vector<uint64_t> mask = affinityMask();
   mine.u64(mask.size());
   for (uint64_t w : mask) mine.u64(w);
@@ -115,18 +119,20 @@ Status Comm::exchangePeerInfo() {
   WEFT_RETURN_IF_ERROR(boot_->allgather(mine.blob(), &all, cfg_.bootstrapTimeoutS));
   peers_.resize(nranks_);
   clockDelta_.resize(nranks_);
+  std::vector<uint64_t> repros(nranks_);
   for (int r = 0; r < nranks_; ++r) {
     InitBlobReader in(all[r]);
     peers_[r].rank = r;
     peers_[r].hostHash = in.u64();
     peers_[r].pid = static_cast<int>(in.u64());
     clockDelta_[r] = static_cast<int64_t>(in.u64());
+    repros[r] = in.u64();
     const size_t words = std::min<uint64_t>(in.u64(), 1024);
     for (size_t w = 0; w < words; ++w) peers_[r].cpuMask.push_back(in.u64());
     peers_[r].hostname = in.rest();
     if (peers_[r].hostname.empty()) peers_[r].hostname = "?";
   }
-  return Status();
+  return agreeOnRepro(repros);
 }
 
 Status Comm::setUpTransports() {
@@ -259,10 +265,12 @@ const Choice& Comm::chooseAlgoSlow(const CollArgs& args) {
   if (args.type == CollType::Send || args.type == CollType::Recv) return kNone;
   CachedChoice& c =
       choices_[(static_cast<size_t>(args.type) * 31 + args.count * 7 + args.eltSize) % 64];
-  if (c.type != args.type || c.count != args.count || c.eltSize != args.eltSize) {
+  if (c.type != args.type || c.count != args.count || c.eltSize != args.eltSize ||
+      c.repro != args.repro) {
     c.type = args.type;
     c.count = args.count;
     c.eltSize = args.eltSize;
+    c.repro = args.repro;
     c.choice = choose(args, model_, &rules_);
     if (c.choice.algo == Algo::Shm && !arena_) c.choice.algo = Algo::Auto;
   }

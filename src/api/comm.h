@@ -28,6 +28,12 @@
 
 namespace weft {
 
+// Whether `config` is long enough to carry `repro` (comm_repro.cc), and
+// the mode a rank asks for: the config's unless DEFAULT, else WEFT_REPRO's
+// (0 off, 1 ordered, 2 exact, 0xff a value that is not a mode).
+bool configHasRepro(const weft_config_t* config);
+uint64_t reproRequest(const std::string& env, const weft_config_t* config);
+
 class Comm {
  public:
   // Joins the communicator of `id` (collective over all ranks).
@@ -42,6 +48,12 @@ class Comm {
   // The timeout of later calls (weft_comm_set_timeout); takes `mu`.
   void setTimeout(double timeoutS);
   const std::vector<PeerInfo>& peers() const { return peers_; }
+  // The reproducibility mode every rank agreed on (WEFT_REPRO, the config).
+  Repro repro() const { return repro_; }
+  // What a call of (dt, op) runs with: the mode, for an order-sensitive
+  // reduction (a float SUM / AVG / PROD); Off otherwise. PROD has no exact
+  // form: ordered.
+  Repro reproFor(weft_datatype_t dt, weft_op_t op) const;
   // The transport name used for each peer ("self", "shm", "tcp").
   const std::string& transportOf(int peer) const { return transportNames_[peer]; }
 
@@ -121,6 +133,8 @@ class Comm {
     return RunPath::Queued;
   }
   Status exchangePeerInfo();
+  // Every rank's reproRequest_ equal (comm_repro.cc), else an error naming both.
+  Status agreeOnRepro(const std::vector<uint64_t>& requests);
   Status setUpTransports();
   void logInit() const;
   // The algorithm and chunk size for `args` (WEFT_ALGO, else the cost
@@ -128,7 +142,7 @@ class Comm {
   const Choice& chooseAlgo(const CollArgs& args) {
     // The last answer first: a loop of one collective then skips the hash.
     if (lastChoice_.type == args.type && lastChoice_.count == args.count &&
-        lastChoice_.eltSize == args.eltSize)
+        lastChoice_.eltSize == args.eltSize && lastChoice_.repro == args.repro)
       return lastChoice_.choice;
     return chooseAlgoSlow(args);
   }
@@ -189,6 +203,10 @@ class Comm {
 
   int rank_ = 0, nranks_ = 1;
   Config cfg_;
+  // WEFT_REPRO as this rank read it (reproRequest_: 0 off, 1 ordered, 2
+  // exact, 0xff not a mode), then the mode all ranks agreed on.
+  uint64_t reproRequest_ = 0;
+  Repro repro_ = Repro::Off;
   std::unique_ptr<Bootstrap> boot_;
   std::vector<PeerInfo> peers_;
   std::vector<std::unique_ptr<Transport>> transports_;
@@ -232,6 +250,7 @@ class Comm {
   struct CachedChoice {
     CollType type = CollType::Send;
     size_t count = 0, eltSize = 0;
+    Repro repro = Repro::Off;
     Choice choice;
   };
   CachedChoice choices_[64];

@@ -78,6 +78,7 @@ bool chooseDirect(const std::vector<PendingCall>& calls) {
     f.selfTransfer = (pc.args.type == CollType::Send || pc.args.type == CollType::Recv) &&
                      pc.args.peer == pc.comm->rank();
     f.crossOverlap = overlap;
+    f.repro = pc.args.repro != Repro::Off;
     std::string why;
     const bool d = cuda::chooseDevicePath(f, &why) == cuda::DevicePath::Direct;
     if (why != pc.comm->lastDevicePath) {

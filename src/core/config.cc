@@ -88,6 +88,7 @@ Config Config::fromEnv() {
   if (c.shmSlotBytes < 4096) c.shmSlotBytes = 4096;
   c.shmSlots = static_cast<int>(envLong("WEFT_SHM_SLOTS", c.shmSlots, 2, 1024));
   c.algo = envStr("WEFT_ALGO");
+  c.repro = envStr("WEFT_REPRO");
   c.shmArenaChunk = envBytes("WEFT_SHM_ARENA_CHUNK", c.shmArenaChunk);
   if (c.shmArenaChunk && c.shmArenaChunk < 4096) c.shmArenaChunk = 4096;
   c.spinUs = envLong("WEFT_SPIN_US", c.spinUs, -1, 1000000);
@@ -135,6 +136,7 @@ std::vector<std::pair<std::string, std::string>> Config::entries() const {
           {"WEFT_SHM_SLOT_BYTES", n(static_cast<long long>(shmSlotBytes))},
           {"WEFT_SHM_SLOTS", n(shmSlots)},
           {"WEFT_ALGO", algo},
+          {"WEFT_REPRO", repro},
           {"WEFT_SHM_ARENA_CHUNK", n(static_cast<long long>(shmArenaChunk))},
           {"WEFT_SHM_DIRECT_MIN", n(static_cast<long long>(shmDirectMin))},
           {"WEFT_SPIN_US", n(spinUs)},

@@ -31,6 +31,10 @@ DevicePath chooseDevicePath(const DevicePathFacts& f, std::string* why) {
       return DevicePath::Staged;
     }
   }
+  if (f.repro) {
+    *why = "staged: WEFT_REPRO's reproducible folds run on the host";
+    return DevicePath::Staged;
+  }
   if (f.selfTransfer) {
     *why = "staged: a send or receive to this rank itself";
     return DevicePath::Staged;

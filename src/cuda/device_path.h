@@ -41,6 +41,9 @@ struct DevicePathFacts {
   // In a group, a send reads a range that another call receives into: the
   // staging's copy of the send data keeps the two apart; direct would race.
   bool crossOverlap = false;
+  // A reproducible reduction (CollArgs::repro, WEFT_REPRO): its folds run
+  // on the host, on staging.
+  bool repro = false;
 };
 
 // The path, and one line saying why (for the INFO log).

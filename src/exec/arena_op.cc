@@ -118,8 +118,7 @@ __attribute__((always_inline)) inline bool ArenaOp::act(const ArenaPhase& ph, ui
         }
         const ArenaLoc* from = plan_.srcs.data() + a->srcBegin;
         for (uint32_t i = 0; i < a->srcCount; ++i) srcs[i] = at(from[i], g);
-        reduceHostN(dst, srcs, static_cast<int>(a->srcCount), a->bytes / args_.eltSize, dt_,
-                    args_.op);
+        reduce(dst, srcs, static_cast<int>(a->srcCount), a->bytes / args_.eltSize);
         break;
       }
       case ArenaActKind::Divide:
@@ -334,8 +333,9 @@ Status ArenaOp::runOneShot(double timeoutS, const std::atomic<bool>* cancel) {
   }
   for (int p = 0; p < n; ++p) srcs[p] = inl ? arena_->inlineData(p, g) : arena_->buf(p, par);
   const size_t count = len_ / args_.eltSize;
-  reduceHostN(recv_, srcs, n, count, dt_, args_.op);
-  if (args_.op == WEFT_AVG) divideByCount(recv_, count, dt_, static_cast<uint64_t>(n));
+  reduce(recv_, srcs, n, count);
+  if (args_.op == WEFT_AVG && args_.repro == Repro::Off)
+    divideByCount(recv_, count, dt_, static_cast<uint64_t>(n));
   stage_ = 0;
   round_ = 1;
   return st;

@@ -17,6 +17,8 @@
 
 #include "algo/arena_plan.h"
 #include "exec/op.h"
+#include "kernels/cpu/fold.h"
+#include "kernels/cpu/reduce.h"
 #include "telemetry/telemetry.h"
 
 namespace weft {
@@ -83,6 +85,14 @@ class ArenaOp : public OpRunner {
   // Runs the actions of one phase; false with *st set (if st) when a
   // read failed (only B reads other processes' memory).
   bool act(const ArenaPhase& ph, uint64_t g, Status* st);
+  // dst = the fold of srcs[0..n) in rank order: reduceHostN, or for a
+  // reproducible call foldHost (which divides for AVG itself).
+  void reduce(void* dst, const void* const* srcs, int n, size_t count) const {
+    if (args_.repro == Repro::Off)
+      reduceHostN(dst, srcs, n, count, dt_, args_.op);
+    else
+      foldHost(dst, srcs, n, count, dt_, args_.op, args_.repro == Repro::Exact);
+  }
   // A location of the plan in memory, for round g.
   uint8_t* at(const ArenaLoc& l, uint64_t g) const;
   // Compares every rank's call (or the one B waits for) with mine.

@@ -194,6 +194,7 @@ class Engine {
   // Local work of step i, timed when telemetry is on. True when done now;
   // false when handed to op.lw (or *st is an error).
   bool reduceStep(Op& op, size_t i, Status* st);
+  const void* const* foldSources(Op& op, const Step& s);
   bool copyStep(Op& op, size_t i, Status* st);
   bool submitted(Op& op, size_t i, const Status& st, uint64_t ticket, Status* out);
   // A kLocal step: true when its work finished (*st: the backend's error).
@@ -252,6 +253,7 @@ class Engine {
   // WEFT_TEST_THROTTLE_MBPS (test builds): sends wait until this time, which
   // each send pushes on by its bytes at that rate.
   uint64_t throttleNextNs_ = 0;
+  std::vector<const void*> foldSrcs_;  // foldSources' answer
 
   // The round's clock and the stall checks (stall_check.cc).
   int idleCalls_ = 0;                   // rounds since the clock was last read

@@ -46,6 +46,15 @@ class LocalWork {
   // dst[i] /= n (finishes AVG).
   virtual Status submitDivide(void* dst, size_t count, weft_datatype_t dt, uint64_t n,
                               uint64_t* ticket) = 0;
+  // dst = the reproducible fold of srcs[0..n) (kernels/cpu/fold.h). The
+  // srcs array itself may be reused once this returns. Backends without
+  // it answer an error; the communicator keeps reproducible calls on
+  // those that have it (the host's).
+  virtual Status submitFold(void* dst, const void* const* srcs, int n, size_t count,
+                            weft_datatype_t dt, weft_op_t op, bool exact, uint64_t* ticket) {
+    (void)dst, (void)srcs, (void)n, (void)count, (void)dt, (void)op, (void)exact, (void)ticket;
+    return Status(WEFT_ERR_INTERNAL, std::string(name()) + " local work has no reproducible fold");
+  }
   // *done once ticket t has finished; an error when the work failed (then
   // the backend is unusable and the engine fails its ops).
   virtual Status done(uint64_t t, bool* done) = 0;

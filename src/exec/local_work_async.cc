@@ -12,8 +12,10 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "exec/local_work.h"
+#include "kernels/cpu/fold.h"
 #include "kernels/cpu/reduce.h"
 
 namespace weft {
@@ -64,6 +66,18 @@ class AsyncHostLocalWork : public LocalWork {
     j.n = n;
     return push(j, ticket);
   }
+  Status submitFold(void* dst, const void* const* srcs, int n, size_t count, weft_datatype_t dt,
+                    weft_op_t op, bool exact, uint64_t* ticket) override {
+    Job j;
+    j.kind = Job::Fold;
+    j.dst = dst;
+    j.srcs.assign(srcs, srcs + n);
+    j.count = count;
+    j.dt = dt;
+    j.op = op;
+    j.exact = exact;
+    return push(std::move(j), ticket);
+  }
   Status done(uint64_t t, bool* done) override {
     *done = finished_.load(std::memory_order_acquire) >= t;
     return Status();
@@ -77,7 +91,7 @@ class AsyncHostLocalWork : public LocalWork {
 
  private:
   struct Job {
-    enum Kind { Reduce, Copy, Divide } kind = Copy;
+    enum Kind { Reduce, Copy, Divide, Fold } kind = Copy;
     void* dst = nullptr;
     const void* a = nullptr;
     const void* b = nullptr;
@@ -86,16 +100,19 @@ class AsyncHostLocalWork : public LocalWork {
     weft_op_t op = WEFT_SUM;
     uint64_t n = 1;
     uint64_t ticket = 0;
+    std::vector<const void*> srcs;  // Fold
+    bool exact = false;             // Fold
   };
 
   Status push(Job j, uint64_t* ticket) {
+    uint64_t t = 0;
     {
       std::lock_guard<std::mutex> lk(mu_);
-      j.ticket = ++submitted_;
-      jobs_.push_back(j);
+      t = j.ticket = ++submitted_;
+      jobs_.push_back(std::move(j));
     }
     cv_.notify_one();
-    *ticket = j.ticket;
+    *ticket = t;
     return Status();
   }
 
@@ -104,7 +121,7 @@ class AsyncHostLocalWork : public LocalWork {
     for (;;) {
       cv_.wait(lk, [this] { return stop_ || !jobs_.empty(); });
       if (jobs_.empty()) return;  // stop_, and nothing left to do
-      Job j = jobs_.front();
+      Job j = std::move(jobs_.front());
       jobs_.pop_front();
       lk.unlock();
       if (delayUs_ > 0) usleep(static_cast<useconds_t>(delayUs_));
@@ -125,6 +142,10 @@ class AsyncHostLocalWork : public LocalWork {
         break;
       case Job::Divide:
         divideByCount(j.dst, j.count, j.dt, j.n);
+        break;
+      case Job::Fold:
+        foldHost(j.dst, j.srcs.data(), static_cast<int>(j.srcs.size()), j.count, j.dt, j.op,
+                 j.exact);
         break;
     }
   }

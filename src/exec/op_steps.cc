@@ -10,6 +10,7 @@
 
 #include "core/clock.h"
 #include "exec/engine.h"
+#include "kernels/cpu/fold.h"
 #include "kernels/cpu/reduce.h"
 
 namespace weft {
@@ -64,22 +65,39 @@ bool Engine::localDone(Op& op, size_t i, Status* st) {
   return true;
 }
 
+// The n pieces of a Fold step, in rank order (schedule.h, StepKind::Fold).
+const void* const* Engine::foldSources(Op& op, const Step& s) {
+  foldSrcs_.resize(static_cast<size_t>(nranks_));
+  const uint8_t* pieces = bind(op, s.b);
+  for (int q = 0; q < nranks_; ++q)
+    foldSrcs_[q] = q == rank_ ? bind(op, s.a) : pieces + (q < rank_ ? q : q - 1) * s.bytes;
+  return foldSrcs_.data();
+}
+
 bool Engine::reduceStep(Op& op, size_t i, Status* st) {
   const Step& s = op.schedule().steps[i];
   const size_t count = s.bytes / op.args.eltSize;
+  const bool exact = op.args.repro == Repro::Exact;
   if (op.lw) {
     uint64_t t = 0;
-    Status ss = s.kind == StepKind::Divide
-                    ? op.lw->submitDivide(bind(op, s.dst), count, op.dtype,
-                                          static_cast<uint64_t>(nranks_), &t)
-                    : op.lw->submitReduce(bind(op, s.dst), bind(op, s.a), bind(op, s.b), count,
-                                          op.dtype, op.args.op, &t);
+    Status ss;
+    if (s.kind == StepKind::Divide)
+      ss = op.lw->submitDivide(bind(op, s.dst), count, op.dtype, static_cast<uint64_t>(nranks_),
+                               &t);
+    else if (s.kind == StepKind::Fold)
+      ss = op.lw->submitFold(bind(op, s.dst), foldSources(op, s), nranks_, count, op.dtype,
+                             op.args.op, exact, &t);
+    else
+      ss = op.lw->submitReduce(bind(op, s.dst), bind(op, s.a), bind(op, s.b), count, op.dtype,
+                               op.args.op, &t);
     return submitted(op, i, ss, t, st);
   }
   const bool timed = tel_ && op.rec.timeWork;
   const uint64_t t0 = timed ? nowNs() : 0;
   if (s.kind == StepKind::Divide)
     divideByCount(bind(op, s.dst), count, op.dtype, static_cast<uint64_t>(nranks_));
+  else if (s.kind == StepKind::Fold)
+    foldHost(bind(op, s.dst), foldSources(op, s), nranks_, count, op.dtype, op.args.op, exact);
   else
     reduceHost(bind(op, s.dst), bind(op, s.a), bind(op, s.b), count, op.dtype, op.args.op);
   if (timed) op.rec.addWork(telemetry::SpanKind::Reduce, t0, nowNs(), tel_->wantSpans());
@@ -144,6 +162,7 @@ bool Engine::runStep(Op& op, size_t i) {
       break;
     case StepKind::Reduce:
     case StepKind::Divide:
+    case StepKind::Fold:
       local = !reduceStep(op, i, &st);
       break;
   }

@@ -1,0 +1,53 @@
+// The communicator's reproducibility mode (WEFT_REPRO, weft_config_t's
+// repro; docs/reproducibility.md): read on each rank, exchanged at init
+// with the peer information, and agreed on, since ranks computing with
+// different modes would run different schedules.
+#include <cstring>
+
+#include "api/comm.h"
+#include "kernels/cpu/fold.h"
+
+namespace weft {
+
+namespace {
+constexpr uint64_t kNotAMode = 0xff;
+
+const char* requestName(uint64_t v) {
+  return v == kNotAMode ? "not a mode" : reproName(static_cast<Repro>(v));
+}
+}  // namespace
+
+bool configHasRepro(const weft_config_t* config) {
+  return config && config->size >= offsetof(weft_config_t, repro) + sizeof(config->repro);
+}
+
+uint64_t reproRequest(const std::string& env, const weft_config_t* config) {
+  if (configHasRepro(config) && config->repro != WEFT_REPRO_DEFAULT)
+    return static_cast<uint64_t>(config->repro - WEFT_REPRO_OFF);
+  if (env.empty() || env == "off" || env == "0") return 0;
+  if (env == "ordered") return 1;
+  if (env == "exact") return 2;
+  return kNotAMode;
+}
+
+Status Comm::agreeOnRepro(const std::vector<uint64_t>& requests) {
+  if (reproRequest_ == kNotAMode)
+    return invalidArgument(strFormat("WEFT_REPRO=%s: expected off, ordered or exact",
+                                     cfg_.repro.c_str()));
+  for (int r = 0; r < nranks_; ++r) {
+    if (requests[r] == reproRequest_) continue;
+    return invalidUsage(strFormat(
+        "rank %d's reproducibility mode (WEFT_REPRO or the config) is %s, rank %d's %s: every "
+        "rank must use the same",
+        r, requestName(requests[r]), rank_, requestName(reproRequest_)));
+  }
+  repro_ = static_cast<Repro>(reproRequest_);
+  return Status();
+}
+
+Repro Comm::reproFor(weft_datatype_t dt, weft_op_t op) const {
+  if (repro_ == Repro::Off || !orderSensitive(dt, op)) return Repro::Off;
+  return repro_ == Repro::Exact && op != WEFT_PROD ? Repro::Exact : Repro::Ordered;
+}
+
+}  // namespace weft
