@@ -1,0 +1,261 @@
+// The exact-sum kernel (exact_sum.h): a fast path for typical data and an
+// always-exact slow path (exact_slow.cc) for the elements the fast path
+// cannot prove exact.
+//
+// Fast path, per block of kBlock elements: widen every source to double and
+// add them in order, with TwoSum's error term e = (a - (s - bb)) + (x - bb)
+// (bb = s - a) of every addition OR-ed into a per-element flag. TwoSum's e
+// is exactly a + x - s whenever s is finite, so a zero flag proves every
+// addition exact: the double holds the exact sum S. S is then rounded once
+// to the type (AVG: q = S / n, with a round-to-odd fix of q when it lands
+// on a midpoint of the type, see the docs). Where the type's whole range
+// fits in double for this many sources (f16 below 2^13 sources, fp8 always)
+// the check is skipped: every addition is exact by construction.
+// float64 keeps a double-double (hi, lo): TwoSum's errors are themselves
+// summed with TwoSum, and a zero flag there means hi + lo is the exact sum,
+// which one IEEE addition rounds once.
+// Any element with a nonzero flag, a non-finite sum (NaN, infinities,
+// overflow), or (float64 AVG) a nonzero lo, goes to the slow path.
+//
+// The loops are plain loops over the block that the compiler vectorizes;
+// they are compiled twice, for the baseline and for AVX2, and the CPU
+// picks once. There is no multiply feeding an add in the fast path, so FP
+// contraction cannot change a result; the one fma is explicit.
+#include "kernels/cpu/exact_sum.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/exact_format.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define WEFT_EXACT_AVX2 __attribute__((target("avx2")))
+#endif
+
+namespace weft {
+namespace exact {
+namespace {
+
+constexpr size_t kBlock = 256;
+constexpr uint64_t kExpMask = 0x7ff0000000000000ull;
+constexpr uint64_t kSignMask = 0x8000000000000000ull;
+
+struct Scratch {
+  double hi[kBlock];
+  double lo[kBlock];  // float64 only
+  uint64_t flag[kBlock];
+  bool tie[kBlock];
+};
+
+// TwoSum's sum and error: s + e == a + x exactly when s is finite.
+#define WEFT_TWO_SUM(a, x, s, e)       \
+  do {                                 \
+    s = (a) + (x);                     \
+    const double bb_ = s - (a);        \
+    e = ((a) - (s - bb_)) + ((x)-bb_); \
+  } while (0)
+
+// Sums the block [i, i + m) of every source into s.hi; s.flag is nonzero
+// where an addition was not exact or the sum is not finite.
+template <typename T>
+__attribute__((always_inline)) inline void sumBlock(const void* const* srcs, int nsrc, size_t i,
+                                                    size_t m, bool check, Scratch& s) {
+  using F = Format<T>;
+  const T* s0 = static_cast<const T*>(srcs[0]) + i;
+  for (size_t j = 0; j < m; ++j) {
+    s.hi[j] = F::widen(s0[j]);
+    s.lo[j] = 0.0;
+    s.flag[j] = 0;
+  }
+  for (int k = 1; k < nsrc; ++k) {
+    const T* sk = static_cast<const T*>(srcs[k]) + i;
+    if constexpr (std::is_same<T, double>::value) {
+      for (size_t j = 0; j < m; ++j) {
+        const double a = s.hi[j], x = sk[j], l = s.lo[j];
+        double sum, e, t, e2;
+        WEFT_TWO_SUM(a, x, sum, e);
+        WEFT_TWO_SUM(l, e, t, e2);
+        s.hi[j] = sum;
+        s.lo[j] = t;
+        s.flag[j] |= doubleBits(e2) << 1;
+      }
+    } else if (check) {
+      for (size_t j = 0; j < m; ++j) {
+        const double a = s.hi[j], x = F::widen(sk[j]);
+        double sum, e;
+        WEFT_TWO_SUM(a, x, sum, e);
+        s.hi[j] = sum;
+        s.flag[j] |= doubleBits(e) << 1;
+      }
+    } else {
+      for (size_t j = 0; j < m; ++j) s.hi[j] += F::widen(sk[j]);
+    }
+  }
+  for (size_t j = 0; j < m; ++j) {
+    s.flag[j] |= (doubleBits(s.hi[j]) & kExpMask) == kExpMask ? 1 : 0;
+  }
+}
+
+// Rounds the exact sums of the block to T into out; sets s.tie where AVG's
+// quotient sits on a midpoint of T (fixed by fixTie) and s.flag where the
+// slow path must decide.
+template <typename T>
+__attribute__((always_inline)) inline void roundBlock(size_t m, bool average, double n, Scratch& s,
+                                                      T* out) {
+  if constexpr (std::is_same<T, double>::value) {
+    for (size_t j = 0; j < m; ++j) {
+      const double hi = s.hi[j], lo = s.lo[j];
+      // lo == 0: hi is the exact sum (and carries IEEE's sign of a zero sum).
+      const double r = average ? hi / n : (lo == 0.0 ? hi : hi + lo);
+      out[j] = r;
+      s.flag[j] |= (average && lo != 0.0) || (doubleBits(r) & kExpMask) == kExpMask ? 1 : 0;
+    }
+  } else {
+    if (std::is_same<T, float>::value && !average) {
+      for (size_t j = 0; j < m; ++j) {
+        const float r = static_cast<float>(s.hi[j]);  // one correct rounding of an exact value
+        __builtin_memcpy(&out[j], &r, sizeof r);
+        s.tie[j] = false;
+      }
+      return;
+    }
+    for (size_t j = 0; j < m; ++j) {
+      const double q = average ? s.hi[j] / n : s.hi[j];
+      const uint64_t b = doubleBits(q);
+      bool tie;
+      const uint64_t code = roundMagnitude<T>(b & ~kSignMask, &tie);
+      out[j] = fromCode<T>(b >> 63, code);
+      s.tie[j] = average && tie;
+    }
+  }
+}
+
+// AVG only: q = RN(S / n) landed on a midpoint of T. Rounding q again would
+// be a double rounding; instead move q one double ulp towards S / n when the
+// division was inexact (the sign of the exact residual S - q n says which
+// way). The result is S / n rounded to odd at 53 bits, which rounds to T
+// correctly (53 >= T's precision + 2).
+template <typename T>
+T fixTie(double sum, double n) {
+  const double q = sum / n;
+  uint64_t b = doubleBits(q);
+  const double r = std::fma(-q, n, sum);  // zero, or of the exact residual's sign
+  if (r != 0.0) b = ((r > 0.0) == (q > 0.0)) ? b + 1 : b - 1;
+  bool tie;
+  return fromCode<T>(b >> 63, roundMagnitude<T>(b & ~kSignMask, &tie));
+}
+
+template <typename T>
+__attribute__((always_inline)) inline void exactSumBody(void* dst, const void* const* srcs,
+                                                        int nsrc, size_t count, bool average,
+                                                        ExactSumCounters& counters) {
+  using F = Format<T>;
+  constexpr int kExactSources = F::kSpanBits >= 53 ? 0 : 53 - F::kSpanBits;  // log2
+  const bool check = kExactSources == 0 || nsrc > (int64_t{1} << kExactSources);
+  const double n = static_cast<double>(nsrc);
+  Scratch s;
+  T out[kBlock];
+  uint64_t slow = 0;
+  for (size_t i = 0; i < count; i += kBlock) {
+    const size_t m = count - i < kBlock ? count - i : kBlock;
+    sumBlock<T>(srcs, nsrc, i, m, check, s);
+    roundBlock<T>(m, average, n, s, out);
+    uint64_t any = 0;
+    for (size_t j = 0; j < m; ++j) any |= s.flag[j];
+    if constexpr (!std::is_same<T, double>::value) {
+      for (size_t j = 0; j < m; ++j) any |= static_cast<uint64_t>(s.tie[j]);
+    }
+    if (any != 0) {
+      for (size_t j = 0; j < m; ++j) {
+        if (s.flag[j] != 0) {
+          out[j] = slowElement<T>(srcs, nsrc, i + j, average);
+          ++slow;
+        } else if constexpr (!std::is_same<T, double>::value) {
+          if (s.tie[j]) out[j] = fixTie<T>(s.hi[j], n);
+        }
+      }
+    }
+    // Every source's block is read before dst's is written: dst may be any source.
+    std::memcpy(static_cast<T*>(dst) + i, out, m * sizeof(T));
+  }
+  counters.fast += count - slow;
+  counters.slow += slow;
+}
+
+using BodyFn = void (*)(void*, const void* const*, int, size_t, bool, ExactSumCounters&);
+
+template <typename T>
+void bodyPortable(void* dst, const void* const* srcs, int nsrc, size_t count, bool average,
+                  ExactSumCounters& c) {
+  exactSumBody<T>(dst, srcs, nsrc, count, average, c);
+}
+
+#if defined(WEFT_EXACT_AVX2)
+template <typename T>
+WEFT_EXACT_AVX2 void bodyAvx2(void* dst, const void* const* srcs, int nsrc, size_t count,
+                              bool average, ExactSumCounters& c) {
+  exactSumBody<T>(dst, srcs, nsrc, count, average, c);
+}
+
+bool cpuHasAvx2() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+  if (!(c & (1u << 27)) || !(c & (1u << 28))) return false;  // OSXSAVE, AVX
+  unsigned lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  if ((lo & 0x6u) != 0x6u) return false;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  return (b & (1u << 5)) != 0;
+}
+#endif
+
+template <typename T>
+BodyFn pickBody() {
+#if defined(WEFT_EXACT_AVX2)
+  static const bool avx2 = cpuHasAvx2();
+  if (avx2) return &bodyAvx2<T>;
+#endif
+  return &bodyPortable<T>;
+}
+
+}  // namespace
+}  // namespace exact
+
+ExactSumCounters& exactSumCounters() {
+  static thread_local ExactSumCounters counters;
+  return counters;
+}
+
+bool exactSumHost(void* dst, const void* const* srcs, int nsrc, size_t count, weft_datatype_t dt,
+                  bool average) {
+  using namespace exact;
+  BodyFn body = nullptr;
+  switch (dt) {
+    case WEFT_FLOAT16:
+      body = pickBody<half_t>();
+      break;
+    case WEFT_FLOAT32:
+      body = pickBody<float>();
+      break;
+    case WEFT_FLOAT64:
+      body = pickBody<double>();
+      break;
+    case WEFT_BFLOAT16:
+      body = pickBody<bf16_t>();
+      break;
+    case WEFT_FP8_E4M3:
+      body = pickBody<fp8e4m3_t>();
+      break;
+    case WEFT_FP8_E5M2:
+      body = pickBody<fp8e5m2_t>();
+      break;
+    default:
+      return false;
+  }
+  if (nsrc < 1) return false;
+  body(dst, srcs, nsrc, count, average, exactSumCounters());
+  return true;
+}
+
+}  // namespace weft
