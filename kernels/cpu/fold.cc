@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "kernels/cpu/exact_sum.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/ops.h"
 
@@ -46,7 +47,9 @@ bool orderSensitive(weft_datatype_t dt, weft_op_t op) {
 void foldHost(void* dst, const void* const* srcs, int n, size_t count, weft_datatype_t dt,
               weft_op_t op, bool exact) {
   if (count == 0 || n < 1) return;
-  (void)exact;
+  if (exact && (op == WEFT_SUM || op == WEFT_AVG) &&
+      exactSumHost(dst, srcs, n, count, dt, op == WEFT_AVG))
+    return;  // (not a float type: the fold below, which is order-free)
   if (op == WEFT_AVG && n > 1) {
     switch (dt) {
       case WEFT_FLOAT16: return narrowAverage<half_t>(dst, srcs, n, count);

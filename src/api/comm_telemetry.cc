@@ -16,6 +16,7 @@ void Comm::setUpTelemetry() {
   s.secret = boot_->secret();
   s.commId = boot_->secret() ^ 0x636f6d6d00000000ull;
   s.config = cfg_;
+  s.repro = reproName(repro_);
   // The common clock: realtime, as the lowest rank of each host reads it
   // (so ranks of one host agree exactly; hosts agree as well as NTP/PTP
   // keeps their realtime clocks).
@@ -82,6 +83,7 @@ void Comm::copyDescription(const telemetry::OpRecord& from, telemetry::OpRecord*
   to->count = from.count;
   to->bytes = from.bytes;
   to->algo = from.algo;
+  to->repro = from.repro;
   to->timeWork = from.timeWork;
 }
 
@@ -91,6 +93,7 @@ void Comm::describeRecord(telemetry::OpRecord& r, const CollArgs& args, weft_dat
   r.type = static_cast<uint8_t>(args.type);
   r.dtype = static_cast<uint8_t>(dt);
   r.op = static_cast<uint8_t>(args.op);
+  r.repro = static_cast<uint8_t>(args.repro);
   const bool p2p = args.type == CollType::Send || args.type == CollType::Recv;
   r.root = p2p ? args.peer : args.root;
   r.count = args.count;

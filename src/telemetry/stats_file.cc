@@ -53,6 +53,7 @@ std::string Telemetry::statsJson() const {
   if (s_.config.testThrottleMBps > 0) linkGBs = s_.config.testThrottleMBps * 1e-3;
   j += strFormat("  \"link_GBs\": %.3f,\n", linkGBs);
   j += strFormat("  \"throttle_MBps\": %.3f,\n", s_.config.testThrottleMBps);
+  j += strFormat("  \"repro\": \"%s\",\n", s_.repro);
   const uint64_t wall = firstEntryNs_ ? (lastEndNs_ > firstEntryNs_ ? lastEndNs_ : now) - firstEntryNs_ : 0;
   j += strFormat("  \"written_at_ns\": %llu,\n  \"first_entry_ns\": %llu,\n  \"wall_ns\": %llu,\n",
                  static_cast<unsigned long long>(toGlobal(now)),

@@ -47,6 +47,7 @@ struct Setup {
   std::vector<double> transportGBs;
   std::vector<int> transportPeers;
   Config config;
+  const char* repro = "off";  // the comm's WEFT_REPRO mode (reproName)
 };
 
 // Collective types the aggregates keep apart (CollType values below this).

@@ -73,7 +73,7 @@ std::string runCase(const Case& c, uint64_t seed) {
 
 }  // namespace
 
-TEST_CASE("repro schedules: direct and fold give the ordered fold, bit for bit", "[algo][sim][repro]") {
+TEST_CASE("repro schedules: direct and fold give the ordered fold bit for bit", "[algo][sim][repro]") {
   std::mt19937_64 rng(26);
   size_t cases = 0;
   for (CollType t : {CollType::AllReduce, CollType::Reduce, CollType::ReduceScatter}) {
