@@ -395,7 +395,9 @@ void printHeader(const Ctx& c, const std::string& modeDesc, const std::vector<Ra
   if (collHasRoot(o.coll)) std::printf(", root %d", o.root);
   if (o.device) std::printf(", buffers in CUDA device memory (-G)");
   const char* algo = std::getenv("WEFT_ALGO");
-  std::printf(", WEFT_ALGO %s\n", algo && *algo ? algo : "(unset)");
+  const char* repro = std::getenv("WEFT_REPRO");
+  std::printf(", WEFT_ALGO %s, WEFT_REPRO %s\n", algo && *algo ? algo : "(unset)",
+              repro && *repro ? repro : "off");
   std::printf("#\n# Using ranks\n");
   for (const RankInfo& ri : infos) std::printf("#  Rank %2d Pid %6d on %s\n", ri.rank, ri.pid, ri.host);
   std::printf("#\n");

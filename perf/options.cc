@@ -114,6 +114,7 @@ const Flag kFlags[] = {
     {"-t", nullptr, "--nthreads"},    {"-a", "-A", "--algo"},
     {"-T", nullptr, "--time_budget"}, {"-B", nullptr, "--bind"},
     {"-G", nullptr, "--device"},      {"-W", nullptr, "--warmup_time"},
+    {"-R", nullptr, "--repro"},
 };
 
 std::string baseName(const char* path) {
@@ -191,6 +192,8 @@ void printUsage(FILE* f, const char* prog) {
                "  -np, --nprocs N        fork N local ranks as processes\n"
                "  -t, --nthreads N       N ranks as threads (with -np: N threads per process)\n"
                "  -a, -A, --algo ALGO    set WEFT_ALGO=<collective>:ALGO before init\n"
+               "  -R, --repro MODE       set WEFT_REPRO=MODE (off, ordered, exact) before init:\n"
+               "                         reproducible float reductions (docs/reproducibility.md)\n"
                "  -T, --time_budget S    cap each timed loop at about S seconds (>= 1 iteration)\n"
                "  -W, --warmup_time S    after the -w calls, warm up for about S more seconds\n"
                "                         (a count the ranks agree on), default 0\n"
@@ -290,6 +293,10 @@ ParseResult parseOptions(int argc, char** argv, Options* o, std::string* err) {
     } else if (name == "-a") {
       o->algo = value;
       ok = !o->algo.empty();
+    } else if (name == "-R") {
+      o->repro = value;
+      ok = std::strcmp(value, "off") == 0 || std::strcmp(value, "ordered") == 0 ||
+           std::strcmp(value, "exact") == 0;
     } else if (name == "-B") {
       ok = parseInt(value, 0, 1, &o->bind);
     } else if (name == "-G") {
