@@ -151,6 +151,11 @@ TEST_CASE("device path: no GPU backend, another device, a transfer to oneself, o
   f.crossOverlap = true;
   CHECK(chooseDevicePath(f, &why) == DevicePath::Staged);
   CHECK(why.find("another call receives into") != std::string::npos);
+  // A reproducible reduction (WEFT_REPRO) folds on the host: staged.
+  f = facts();
+  f.repro = true;
+  CHECK(chooseDevicePath(f, &why) == DevicePath::Staged);
+  CHECK(why.find("WEFT_REPRO") != std::string::npos);
   // Buffers of another device than the one the device path was set up on.
   f = facts();
   f.device = 0;

@@ -2,6 +2,7 @@
 // test is linked against the shim (libnccl.so.2 from the build directory),
 // and every result is checked element by element.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -249,6 +250,68 @@ TEST_CASE("a call refused inside a group fails the whole group", "[shim][coll]")
     // The comms still work afterwards.
     SHIM_TRY(ncclAllReduce(a.data(), b.data(), 8, ncclFloat, ncclSum, c, nullptr));
     return b[7] == 2.0f ? "" : "allreduce after a refused group";
+  });
+  CHECK(errs == "");
+}
+
+// WEFT_REPRO through the shim: ncclAllReduce and ncclReduceScatter of
+// floats are the serial fold over ranks, bit for bit, and so is a
+// pre-multiplied sum (each rank's input scaled first, then folded).
+TEST_CASE("WEFT_REPRO=ordered makes the shim's float reductions the serial fold", "[shim][coll]") {
+  constexpr int n = 3;
+  constexpr size_t count = 4099;
+  // Order-exposing values: magnitudes 2^-12..2^12, both signs, and a big
+  // term that cancels between ranks every 5th element.
+  auto value = [](int rank, size_t i) {
+    uint32_t h = static_cast<uint32_t>(i * 2654435761u) ^ static_cast<uint32_t>(rank * 40503u);
+    h ^= h >> 13;
+    h *= 0x5bd1e995u;
+    h ^= h >> 15;
+    float x = std::ldexp(1.0f + static_cast<float>(h % 1000) / 1000.0f,
+                         static_cast<int>((h >> 10) % 25) - 12);
+    if ((h >> 20) & 1) x = -x;
+    if (i % 5 == 0) x = (rank % 2 ? -1.0f : 1.0f) * 16777216.0f;
+    return x;
+  };
+  // A ring over shm FIFOs (no arena) would fold in another order: the test
+  // fails without WEFT_REPRO (checked by hand: "ordered allreduce[0]").
+  setenv("WEFT_REPRO", "ordered", 1);
+  setenv("WEFT_ALGO", "ring", 1);
+  setenv("WEFT_SHM_ARENA_CHUNK", "0", 1);
+  ThreadRanks t(n);
+  unsetenv("WEFT_REPRO");
+  unsetenv("WEFT_ALGO");
+  unsetenv("WEFT_SHM_ARENA_CHUNK");
+  REQUIRE(t.init == ncclSuccess);
+  std::string errs = onThreads(n, [&](int r) -> std::string {
+    ncclComm_t c = t.comms[r];
+    std::vector<float> in(count * n), out(count * n);
+    for (size_t i = 0; i < count * n; ++i) in[i] = value(r, i);
+    SHIM_TRY(ncclAllReduce(in.data(), out.data(), count, ncclFloat, ncclSum, c, nullptr));
+    for (size_t i = 0; i < count; ++i) {
+      float want = value(0, i);
+      for (int q = 1; q < n; ++q) want += value(q, i);
+      if (std::memcmp(&want, &out[i], 4) != 0) return mismatch("ordered allreduce", i, out[i], want);
+    }
+    SHIM_TRY(ncclReduceScatter(in.data(), out.data(), count, ncclFloat, ncclSum, c, nullptr));
+    for (size_t i = 0; i < count; ++i) {
+      const size_t e = r * count + i;
+      float want = value(0, e);
+      for (int q = 1; q < n; ++q) want += value(q, e);
+      if (std::memcmp(&want, &out[i], 4) != 0)
+        return mismatch("ordered reducescatter", i, out[i], want);
+    }
+    float scalar = 0.25f * static_cast<float>(r + 1);
+    ncclRedOp_t op;
+    SHIM_TRY(ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat, ncclScalarHostImmediate, c));
+    SHIM_TRY(ncclAllReduce(in.data(), out.data(), count, ncclFloat, op, c, nullptr));
+    SHIM_TRY(ncclRedOpDestroy(op, c));
+    for (size_t i = 0; i < count; ++i) {
+      float want = 0.25f * value(0, i);
+      for (int q = 1; q < n; ++q) want += 0.25f * static_cast<float>(q + 1) * value(q, i);
+      if (std::memcmp(&want, &out[i], 4) != 0) return mismatch("ordered premulsum", i, out[i], want);
+    }
+    return "";
   });
   CHECK(errs == "");
 }
