@@ -41,7 +41,8 @@ void narrowAverage(void* dst, const void* const* srcs, int n, size_t count) {
 }  // namespace
 
 bool orderSensitive(weft_datatype_t dt, weft_op_t op) {
-  return isFloat(dt) && (op == WEFT_SUM || op == WEFT_AVG || op == WEFT_PROD);
+  return isFloat(dt) && (op == WEFT_SUM || op == WEFT_AVG || op == WEFT_PROD || op == WEFT_MIN ||
+                         op == WEFT_MAX);
 }
 
 void foldHost(void* dst, const void* const* srcs, int n, size_t count, weft_datatype_t dt,

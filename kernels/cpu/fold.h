@@ -11,8 +11,10 @@
 //  * exact: SUM and AVG of a float type are the exact real sum (AVG: over
 //    n) rounded once to the type (kernels/cpu/exact_sum.h); PROD as
 //    ordered.
-// Integer types and MIN / MAX do not depend on order: both modes compute
-// them as reduceHostN does.
+// MIN / MAX of floats depend on order only through NaN payloads (two NaNs
+// give the first, kernels/ops.h): both modes fold them in rank order too,
+// so the lowest rank's NaN wins everywhere. Integer types do not depend on
+// order at all (wrap-around arithmetic): the modes leave them alone.
 #pragma once
 
 #include <cstddef>
@@ -22,7 +24,7 @@
 namespace weft {
 
 // Whether rank order can change (dt, op)'s result: a float type with SUM,
-// AVG or PROD.
+// AVG, PROD, MIN or MAX.
 bool orderSensitive(weft_datatype_t dt, weft_op_t op);
 
 // dst[i] = the fold of srcs[0][i], ..., srcs[n-1][i] as above (exact:

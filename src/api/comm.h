@@ -51,8 +51,8 @@ class Comm {
   // The reproducibility mode every rank agreed on (WEFT_REPRO, the config).
   Repro repro() const { return repro_; }
   // What a call of (dt, op) runs with: the mode, for an order-sensitive
-  // reduction (a float SUM / AVG / PROD); Off otherwise. PROD has no exact
-  // form: ordered.
+  // reduction (a float SUM / AVG / PROD / MIN / MAX: kernels/cpu/fold.h);
+  // Off otherwise. Only SUM and AVG have an exact form: the others ordered.
   Repro reproFor(weft_datatype_t dt, weft_op_t op) const;
   // The transport name used for each peer ("self", "shm", "tcp").
   const std::string& transportOf(int peer) const { return transportNames_[peer]; }

@@ -47,7 +47,8 @@ Status Comm::agreeOnRepro(const std::vector<uint64_t>& requests) {
 
 Repro Comm::reproFor(weft_datatype_t dt, weft_op_t op) const {
   if (repro_ == Repro::Off || !orderSensitive(dt, op)) return Repro::Off;
-  return repro_ == Repro::Exact && op != WEFT_PROD ? Repro::Exact : Repro::Ordered;
+  const bool sums = op == WEFT_SUM || op == WEFT_AVG;
+  return repro_ == Repro::Exact && sums ? Repro::Exact : Repro::Ordered;
 }
 
 }  // namespace weft

@@ -167,3 +167,37 @@ TEST_CASE("repro schedules: the selector keeps reproducible calls on folding alg
   a.count = 2;
   CHECK(choose(a, m, nullptr).algo == Algo::Direct);
 }
+
+TEST_CASE("repro schedules: float MAX keeps the lowest rank's NaN on every folding path",
+          "[algo][sim][repro]") {
+  // Two NaNs give the first (kernels/ops.h): only the fold's order decides
+  // which payload survives. Element 0: every rank a NaN of its own payload;
+  // element 1: rank 0 a number, the others NaNs (the number wins).
+  for (Algo algo : {Algo::Direct, Algo::Fold}) {
+    for (int n : {3, 5}) {
+      CollArgs a;
+      a.type = CollType::AllReduce;
+      a.count = 2;
+      a.eltSize = 4;
+      a.op = WEFT_MAX;
+      a.repro = Repro::Ordered;
+      std::vector<sim::RankBuffers> bufs(n);
+      for (int r = 0; r < n; ++r) {
+        const uint32_t nan = 0x7fc00000u | static_cast<uint32_t>(r + 1);
+        const uint32_t second = r == 0 ? 0x3f800000u : nan;  // 1.0f on rank 0
+        bufs[r].send.resize(8);
+        bufs[r].recv.assign(8, 0);
+        std::memcpy(bufs[r].send.data(), &nan, 4);
+        std::memcpy(bufs[r].send.data() + 4, &second, 4);
+      }
+      REQUIRE(sim::run(a, WEFT_FLOAT32, n, 4, 2, &bufs, 9, -1, algo).ok);
+      for (int r = 0; r < n; ++r) {
+        uint32_t got[2];
+        std::memcpy(got, bufs[r].recv.data(), 8);
+        INFO(algoName(algo) << " n=" << n << " rank " << r);
+        CHECK(got[0] == 0x7fc00001u);
+        CHECK(got[1] == 0x3f800000u);
+      }
+    }
+  }
+}
