@@ -6,8 +6,9 @@
 // and their method are in docs/reproducibility.md ("The exact mode's
 // arithmetic").
 //
-//   weft-exact-bench [count] [reps] [isa]   isa: portable, avx2 or avx512
-//                                           (default: the best this CPU runs)
+//   weft-exact-bench [count] [reps] [isa] [type]
+//     isa: portable, avx2, avx512 or best (default: the best this CPU runs)
+//     type: f32, bf16, f64, f16, e4m3 or e5m2 (default: all)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -88,7 +89,7 @@ double bestSeconds(int reps, F&& f) {
 int main(int argc, char** argv) {
   const size_t count = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : size_t{4} << 20;
   const int reps = argc > 2 ? std::atoi(argv[2]) : 5;
-  if (argc > 3) {
+  if (argc > 3 && std::strcmp(argv[3], "best") != 0) {
     const char* isa = argv[3];
     const cpu::HostIsa want = !std::strcmp(isa, "portable") ? cpu::HostIsa::kPortable
                               : !std::strcmp(isa, "avx2")   ? cpu::HostIsa::kAvx2
@@ -110,6 +111,7 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(1);
   std::normal_distribution<double> normal(0.0, 1.0);
   for (const auto& t : types) {
+    if (argc > 4 && std::strcmp(argv[4], t.name) != 0) continue;
     const size_t es = elemSize(t.dt);
     for (int n : {2, 4, 8}) {
       std::vector<std::vector<uint8_t>> src(n, std::vector<uint8_t>(count * es));

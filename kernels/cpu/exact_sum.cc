@@ -14,8 +14,10 @@
 // float64 keeps a double-double (hi, lo): TwoSum's errors are themselves
 // summed with TwoSum, and a zero flag there means hi + lo is the exact sum,
 // which one IEEE addition rounds once.
+// float64 AVG of such a pair is rounded once by averageDoubleDouble.
 // Any element with a nonzero flag, a non-finite sum (NaN, infinities,
-// overflow), or (float64 AVG) a nonzero lo, goes to the slow path.
+// overflow), or (float64 AVG with lo != 0) |hi + lo| < 2^-900, goes to the
+// slow path.
 //
 // The loops are plain loops over the block that the compiler vectorizes;
 // they are compiled twice, for the baseline and for AVX2, and the CPU
@@ -97,6 +99,39 @@ __attribute__((always_inline)) inline void sumBlock(const void* const* srcs, int
   }
 }
 
+// float64 AVG: RN(S / n) for the exact sum S = hi + lo (lo != 0, n >= 2),
+// without a wider type (docs/reproducibility.md has the proof). (H, L) is S
+// renormalized (H = RN(S), L = S - H exactly), made positive; q0 = RN(H / n)
+// corrected by an approximate (S - q0 n) / n gives q, within far less than
+// half an ulp of any midpoint's distance from S / n, so RN(S / n) is q or a
+// neighbour. R = H - q n is exact (one fma), and the signs of
+// S - (q + u/2) n = (R - n u/2) + L and S - (q - u'/2) n = (R + n u'/2) + L
+// (u, u' the spacings above and below q; each bracket is exact) say whether
+// S / n is past the midpoint above or below q, or on it (ties to even).
+// *ok is false below |H| = 2^-900 (then q >= 2^-932 and ulp(q) / 4 is a
+// normal double built from q's exponent field) and for a non-finite H.
+// (the caller's slow path decides those).
+inline double averageDoubleDouble(double hi, double lo, double n, double invN, bool* ok) {
+  double h, l;
+  WEFT_TWO_SUM(hi, lo, h, l);
+  const uint64_t sign = doubleBits(h) & kSignMask;
+  h = bitsDouble(doubleBits(h) ^ sign);
+  l = bitsDouble(doubleBits(l) ^ sign);
+  *ok = h >= 0x1p-900 && h <= 0x1.fffffffffffffp1023;  // also false for NaN
+  const double q0 = h / n;
+  const double q = q0 + (std::fma(-q0, n, h) + l) * invN;
+  const double rem = std::fma(-q, n, h);  // exact
+  const uint64_t qb = doubleBits(q);
+  const double u = bitsDouble((qb & kExpMask) - (uint64_t{52} << 52));       // ulp(q)
+  const double below = (qb & 0xfffffffffffffull) == 0 ? 0.25 * u : 0.5 * u;  // half of q - pred(q)
+  const double up = (rem - 0.5 * u * n) + l;  // S - (q + u/2) n, its sign exact
+  const double down = (rem + below * n) + l;  // S - (q - u'/2) n
+  const uint64_t odd = qb & 1;
+  const uint64_t inc = (up > 0.0) | ((up == 0.0) & odd);
+  const uint64_t dec = (down < 0.0) | ((down == 0.0) & odd);
+  return bitsDouble((qb + inc - dec) | sign);
+}
+
 // Rounds the exact sums of the block to T into out; sets s.tie where AVG's
 // quotient sits on a midpoint of T (fixed by fixTie) and s.flag where the
 // slow path must decide.
@@ -104,12 +139,22 @@ template <typename T>
 __attribute__((always_inline)) inline void roundBlock(size_t m, bool average, double n, Scratch& s,
                                                       T* out) {
   if constexpr (std::is_same<T, double>::value) {
+    const double invN = 1.0 / n;
     for (size_t j = 0; j < m; ++j) {
       const double hi = s.hi[j], lo = s.lo[j];
-      // lo == 0: hi is the exact sum (and carries IEEE's sign of a zero sum).
-      const double r = average ? hi / n : (lo == 0.0 ? hi : hi + lo);
+      // lo == 0: hi is the exact sum (and carries IEEE's sign of a zero sum),
+      // and one IEEE division rounds hi / n once.
+      bool ok = true;
+      double r;
+      if (!average) {
+        r = lo == 0.0 ? hi : hi + lo;
+      } else if (lo == 0.0) {
+        r = hi / n;
+      } else {
+        r = averageDoubleDouble(hi, lo, n, invN, &ok);
+      }
       out[j] = r;
-      s.flag[j] |= (average && lo != 0.0) || (doubleBits(r) & kExpMask) == kExpMask ? 1 : 0;
+      s.flag[j] |= !ok || (doubleBits(r) & kExpMask) == kExpMask ? 1 : 0;
     }
   } else {
     if (std::is_same<T, float>::value && !average) {
