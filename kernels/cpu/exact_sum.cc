@@ -19,21 +19,19 @@
 // overflow), or (float64 AVG with lo != 0) |hi + lo| < 2^-900, goes to the
 // slow path.
 //
-// The loops are plain loops over the block that the compiler vectorizes;
-// they are compiled twice, for the baseline and for AVX2, and the CPU
-// picks once. There is no multiply feeding an add in the fast path, so FP
-// contraction cannot change a result; the one fma is explicit.
+// These plain loops are the portable kernel: the reference, the fallback and
+// the tail of the vector kernels (exact_avx2.cc), which the dispatch table
+// of dispatch.h picks like the other host kernels (tests force each ISA).
+// A multiply feeding an add is either exact (n u / 2) or feeds only the
+// approximate quotient of averageDoubleDouble, whose error the proof
+// bounds, so FP contraction cannot change a result.
 #include "kernels/cpu/exact_sum.h"
 
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/exact_format.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#define WEFT_EXACT_AVX2 __attribute__((target("avx2")))
-#endif
 
 namespace weft {
 namespace exact {
@@ -193,8 +191,8 @@ T fixTie(double sum, double n) {
 
 template <typename T>
 __attribute__((always_inline)) inline void exactSumBody(void* dst, const void* const* srcs,
-                                                        int nsrc, size_t count, bool average,
-                                                        ExactSumCounters& counters) {
+                                                        int nsrc, size_t begin, size_t count,
+                                                        bool average, ExactSumCounters& counters) {
   using F = Format<T>;
   constexpr int kExactSources = F::kSpanBits >= 53 ? 0 : 53 - F::kSpanBits;  // log2
   const bool check = kExactSources == 0 || nsrc > (int64_t{1} << kExactSources);
@@ -202,7 +200,7 @@ __attribute__((always_inline)) inline void exactSumBody(void* dst, const void* c
   Scratch s;
   T out[kBlock];
   uint64_t slow = 0;
-  for (size_t i = 0; i < count; i += kBlock) {
+  for (size_t i = begin; i < count; i += kBlock) {
     const size_t m = count - i < kBlock ? count - i : kBlock;
     sumBlock<T>(srcs, nsrc, i, m, check, s);
     roundBlock<T>(m, average, n, s, out);
@@ -224,47 +222,40 @@ __attribute__((always_inline)) inline void exactSumBody(void* dst, const void* c
     // Every source's block is read before dst's is written: dst may be any source.
     std::memcpy(static_cast<T*>(dst) + i, out, m * sizeof(T));
   }
-  counters.fast += count - slow;
+  counters.fast += count - begin - slow;
   counters.slow += slow;
 }
 
-using BodyFn = void (*)(void*, const void* const*, int, size_t, bool, ExactSumCounters&);
+}  // namespace
 
 template <typename T>
-void bodyPortable(void* dst, const void* const* srcs, int nsrc, size_t count, bool average,
-                  ExactSumCounters& c) {
-  exactSumBody<T>(dst, srcs, nsrc, count, average, c);
+void exactSumPortable(void* dst, const void* const* srcs, int nsrc, size_t begin, size_t count,
+                      bool average, ExactSumCounters& counters) {
+  exactSumBody<T>(dst, srcs, nsrc, begin, count, average, counters);
 }
 
-#if defined(WEFT_EXACT_AVX2)
-template <typename T>
-WEFT_EXACT_AVX2 void bodyAvx2(void* dst, const void* const* srcs, int nsrc, size_t count,
-                              bool average, ExactSumCounters& c) {
-  exactSumBody<T>(dst, srcs, nsrc, count, average, c);
-}
-
-bool cpuHasAvx2() {
-  unsigned a, b, c, d;
-  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
-  if (!(c & (1u << 27)) || !(c & (1u << 28))) return false;  // OSXSAVE, AVX
-  unsigned lo, hi;
-  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  if ((lo & 0x6u) != 0x6u) return false;
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-  return (b & (1u << 5)) != 0;
-}
-#endif
+namespace {
 
 template <typename T>
-BodyFn pickBody() {
-#if defined(WEFT_EXACT_AVX2)
-  static const bool avx2 = cpuHasAvx2();
-  if (avx2) return &bodyAvx2<T>;
-#endif
-  return &bodyPortable<T>;
+void exactSumKernel(void* dst, const void* const* srcs, int nsrc, size_t count, bool average,
+                    ExactSumCounters& counters) {
+  exactSumPortable<T>(dst, srcs, nsrc, 0, count, average, counters);
 }
 
 }  // namespace
+template void exactSumPortable<double>(void*, const void* const*, int, size_t, size_t, bool,
+                                       ExactSumCounters&);
+template void exactSumPortable<float>(void*, const void* const*, int, size_t, size_t, bool,
+                                      ExactSumCounters&);
+template void exactSumPortable<half_t>(void*, const void* const*, int, size_t, size_t, bool,
+                                       ExactSumCounters&);
+template void exactSumPortable<bf16_t>(void*, const void* const*, int, size_t, size_t, bool,
+                                       ExactSumCounters&);
+template void exactSumPortable<fp8e4m3_t>(void*, const void* const*, int, size_t, size_t, bool,
+                                          ExactSumCounters&);
+template void exactSumPortable<fp8e5m2_t>(void*, const void* const*, int, size_t, size_t, bool,
+                                          ExactSumCounters&);
+
 }  // namespace exact
 
 ExactSumCounters& exactSumCounters() {
@@ -272,34 +263,26 @@ ExactSumCounters& exactSumCounters() {
   return counters;
 }
 
+namespace cpu {
+
+void fillPortableExactSum(HostKernels* k) {
+  using namespace exact;
+  k->exactSum[WEFT_FLOAT16] = &exactSumKernel<half_t>;
+  k->exactSum[WEFT_FLOAT32] = &exactSumKernel<float>;
+  k->exactSum[WEFT_FLOAT64] = &exactSumKernel<double>;
+  k->exactSum[WEFT_BFLOAT16] = &exactSumKernel<bf16_t>;
+  k->exactSum[WEFT_FP8_E4M3] = &exactSumKernel<fp8e4m3_t>;
+  k->exactSum[WEFT_FP8_E5M2] = &exactSumKernel<fp8e5m2_t>;
+}
+
+}  // namespace cpu
+
 bool exactSumHost(void* dst, const void* const* srcs, int nsrc, size_t count, weft_datatype_t dt,
                   bool average) {
-  using namespace exact;
-  BodyFn body = nullptr;
-  switch (dt) {
-    case WEFT_FLOAT16:
-      body = pickBody<half_t>();
-      break;
-    case WEFT_FLOAT32:
-      body = pickBody<float>();
-      break;
-    case WEFT_FLOAT64:
-      body = pickBody<double>();
-      break;
-    case WEFT_BFLOAT16:
-      body = pickBody<bf16_t>();
-      break;
-    case WEFT_FP8_E4M3:
-      body = pickBody<fp8e4m3_t>();
-      break;
-    case WEFT_FP8_E5M2:
-      body = pickBody<fp8e5m2_t>();
-      break;
-    default:
-      return false;
-  }
-  if (nsrc < 1) return false;
-  body(dst, srcs, nsrc, count, average, exactSumCounters());
+  if (dt < 0 || dt >= WEFT_NUM_DATATYPES || nsrc < 1) return false;
+  const cpu::ExactSumFn f = cpu::activeHostKernels().exactSum[dt];
+  if (f == nullptr) return false;
+  f(dst, srcs, nsrc, count, average, exactSumCounters());
   return true;
 }
 
