@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cpu/exact_sum.h"
 #include "kernels/ops.h"
 #include "weft.h"
 
@@ -24,11 +25,16 @@ constexpr int kNumKernelOps = WEFT_NUM_OPS;
 using Reduce2Fn = void (*)(void* dst, const void* a, const void* b, size_t count);
 using ReduceNFn = void (*)(void* dst, const void* const* srcs, int nsrc, size_t count);
 using DivideFn = void (*)(void* dst, size_t count, uint64_t n);
+// exactSumHost's kernel for one type (exact_sum.h): nsrc >= 1, counters
+// receive the fast and slow element counts.
+using ExactSumFn = void (*)(void* dst, const void* const* srcs, int nsrc, size_t count,
+                            bool average, ExactSumCounters& counters);
 
 struct HostKernels {
   Reduce2Fn reduce2[WEFT_NUM_DATATYPES][kNumKernelOps];
   ReduceNFn reduceN[WEFT_NUM_DATATYPES][kNumKernelOps];
   DivideFn divide[WEFT_NUM_DATATYPES];
+  ExactSumFn exactSum[WEFT_NUM_DATATYPES];  // float types only, else null
 };
 
 // Destinations of at least this many bytes are written by the vector kernels
@@ -39,8 +45,8 @@ constexpr size_t kStreamStoreBytes = size_t{8} << 20;
 
 // Whether op OP has a kernel for T: not AVG, and bitwise only on integers.
 template <typename T, int OP>
-constexpr bool kHasKernel =
-    OP != WEFT_AVG && (OP < WEFT_BAND || std::is_integral<T>::value) && OP < kNumKernelOps;
+constexpr bool kHasKernel = OP != WEFT_AVG &&
+                            (OP < WEFT_BAND || std::is_integral<T>::value) && OP < kNumKernelOps;
 
 // The scalar functor of ops.h for op OP (SUM .. MIN, BAND .. BXOR) on T.
 template <typename T, int OP>
@@ -64,6 +70,13 @@ using OpFunctor = std::conditional_t<
 void fillPortableKernels(HostKernels* k);
 bool fillAvx2Kernels(HostKernels* k);
 bool fillAvx512Kernels(HostKernels* k);
+// The exact-sum entries (exact_sum.cc, exact_avx2.cc); the fill functions
+// above call them.
+void fillPortableExactSum(HostKernels* k);
+bool fillAvx2ExactSum(HostKernels* k);
+
+// The table in use now (the best supported ISA unless forced).
+const HostKernels& activeHostKernels();
 
 // True when the ISA is compiled in and this CPU runs it.
 bool hostIsaSupported(HostIsa isa);

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cpu/exact_sum.h"
 #include "kernels/ops.h"
 
 namespace weft {
@@ -111,6 +112,13 @@ inline T fromCode(uint64_t sign, uint64_t code) {
 // nsrc for AVG, rounded once. Returns T's bits.
 template <typename T>
 T slowElement(const void* const* srcs, int nsrc, size_t i, bool average);
+
+// The portable fast path with its slow fallback (exact_sum.cc), for the
+// elements [begin, count): the reference the vector kernels must equal, and
+// their tail.
+template <typename T>
+void exactSumPortable(void* dst, const void* const* srcs, int nsrc, size_t begin, size_t count,
+                      bool average, ExactSumCounters& counters);
 
 }  // namespace exact
 }  // namespace weft

@@ -14,24 +14,24 @@
 // float64 keeps a double-double (hi, lo): TwoSum's errors are themselves
 // summed with TwoSum, and a zero flag there means hi + lo is the exact sum,
 // which one IEEE addition rounds once.
+// float64 AVG of such a pair is rounded once by averageDoubleDouble.
 // Any element with a nonzero flag, a non-finite sum (NaN, infinities,
-// overflow), or (float64 AVG) a nonzero lo, goes to the slow path.
+// overflow), or (float64 AVG with lo != 0) |hi + lo| < 2^-900, goes to the
+// slow path.
 //
-// The loops are plain loops over the block that the compiler vectorizes;
-// they are compiled twice, for the baseline and for AVX2, and the CPU
-// picks once. There is no multiply feeding an add in the fast path, so FP
-// contraction cannot change a result; the one fma is explicit.
+// These plain loops are the portable kernel: the reference, the fallback and
+// the tail of the vector kernels (exact_avx2.cc), which the dispatch table
+// of dispatch.h picks like the other host kernels (tests force each ISA).
+// A multiply feeding an add is either exact (n u / 2) or feeds only the
+// approximate quotient of averageDoubleDouble, whose error the proof
+// bounds, so FP contraction cannot change a result.
 #include "kernels/cpu/exact_sum.h"
 
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/exact_format.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#define WEFT_EXACT_AVX2 __attribute__((target("avx2")))
-#endif
 
 namespace weft {
 namespace exact {
@@ -97,6 +97,39 @@ __attribute__((always_inline)) inline void sumBlock(const void* const* srcs, int
   }
 }
 
+// float64 AVG: RN(S / n) for the exact sum S = hi + lo (lo != 0, n >= 2),
+// without a wider type (docs/reproducibility.md has the proof). (H, L) is S
+// renormalized (H = RN(S), L = S - H exactly), made positive; q0 = RN(H / n)
+// corrected by an approximate (S - q0 n) / n gives q, within far less than
+// half an ulp of any midpoint's distance from S / n, so RN(S / n) is q or a
+// neighbour. R = H - q n is exact (one fma), and the signs of
+// S - (q + u/2) n = (R - n u/2) + L and S - (q - u'/2) n = (R + n u'/2) + L
+// (u, u' the spacings above and below q; each bracket is exact) say whether
+// S / n is past the midpoint above or below q, or on it (ties to even).
+// *ok is false below |H| = 2^-900 (then q >= 2^-932 and ulp(q) / 4 is a
+// normal double built from q's exponent field) and for a non-finite H.
+// (the caller's slow path decides those).
+inline double averageDoubleDouble(double hi, double lo, double n, double invN, bool* ok) {
+  double h, l;
+  WEFT_TWO_SUM(hi, lo, h, l);
+  const uint64_t sign = doubleBits(h) & kSignMask;
+  h = bitsDouble(doubleBits(h) ^ sign);
+  l = bitsDouble(doubleBits(l) ^ sign);
+  *ok = h >= 0x1p-900 && h <= 0x1.fffffffffffffp1023;  // also false for NaN
+  const double q0 = h / n;
+  const double q = q0 + (std::fma(-q0, n, h) + l) * invN;
+  const double rem = std::fma(-q, n, h);  // exact
+  const uint64_t qb = doubleBits(q);
+  const double u = bitsDouble((qb & kExpMask) - (uint64_t{52} << 52));       // ulp(q)
+  const double below = (qb & 0xfffffffffffffull) == 0 ? 0.25 * u : 0.5 * u;  // half of q - pred(q)
+  const double up = (rem - 0.5 * u * n) + l;  // S - (q + u/2) n, its sign exact
+  const double down = (rem + below * n) + l;  // S - (q - u'/2) n
+  const uint64_t odd = qb & 1;
+  const uint64_t inc = (up > 0.0) | ((up == 0.0) & odd);
+  const uint64_t dec = (down < 0.0) | ((down == 0.0) & odd);
+  return bitsDouble((qb + inc - dec) | sign);
+}
+
 // Rounds the exact sums of the block to T into out; sets s.tie where AVG's
 // quotient sits on a midpoint of T (fixed by fixTie) and s.flag where the
 // slow path must decide.
@@ -104,12 +137,22 @@ template <typename T>
 __attribute__((always_inline)) inline void roundBlock(size_t m, bool average, double n, Scratch& s,
                                                       T* out) {
   if constexpr (std::is_same<T, double>::value) {
+    const double invN = 1.0 / n;
     for (size_t j = 0; j < m; ++j) {
       const double hi = s.hi[j], lo = s.lo[j];
-      // lo == 0: hi is the exact sum (and carries IEEE's sign of a zero sum).
-      const double r = average ? hi / n : (lo == 0.0 ? hi : hi + lo);
+      // lo == 0: hi is the exact sum (and carries IEEE's sign of a zero sum),
+      // and one IEEE division rounds hi / n once.
+      bool ok = true;
+      double r;
+      if (!average) {
+        r = lo == 0.0 ? hi : hi + lo;
+      } else if (lo == 0.0) {
+        r = hi / n;
+      } else {
+        r = averageDoubleDouble(hi, lo, n, invN, &ok);
+      }
       out[j] = r;
-      s.flag[j] |= (average && lo != 0.0) || (doubleBits(r) & kExpMask) == kExpMask ? 1 : 0;
+      s.flag[j] |= !ok || (doubleBits(r) & kExpMask) == kExpMask ? 1 : 0;
     }
   } else {
     if (std::is_same<T, float>::value && !average) {
@@ -148,8 +191,8 @@ T fixTie(double sum, double n) {
 
 template <typename T>
 __attribute__((always_inline)) inline void exactSumBody(void* dst, const void* const* srcs,
-                                                        int nsrc, size_t count, bool average,
-                                                        ExactSumCounters& counters) {
+                                                        int nsrc, size_t begin, size_t count,
+                                                        bool average, ExactSumCounters& counters) {
   using F = Format<T>;
   constexpr int kExactSources = F::kSpanBits >= 53 ? 0 : 53 - F::kSpanBits;  // log2
   const bool check = kExactSources == 0 || nsrc > (int64_t{1} << kExactSources);
@@ -157,7 +200,7 @@ __attribute__((always_inline)) inline void exactSumBody(void* dst, const void* c
   Scratch s;
   T out[kBlock];
   uint64_t slow = 0;
-  for (size_t i = 0; i < count; i += kBlock) {
+  for (size_t i = begin; i < count; i += kBlock) {
     const size_t m = count - i < kBlock ? count - i : kBlock;
     sumBlock<T>(srcs, nsrc, i, m, check, s);
     roundBlock<T>(m, average, n, s, out);
@@ -179,47 +222,40 @@ __attribute__((always_inline)) inline void exactSumBody(void* dst, const void* c
     // Every source's block is read before dst's is written: dst may be any source.
     std::memcpy(static_cast<T*>(dst) + i, out, m * sizeof(T));
   }
-  counters.fast += count - slow;
+  counters.fast += count - begin - slow;
   counters.slow += slow;
 }
 
-using BodyFn = void (*)(void*, const void* const*, int, size_t, bool, ExactSumCounters&);
+}  // namespace
 
 template <typename T>
-void bodyPortable(void* dst, const void* const* srcs, int nsrc, size_t count, bool average,
-                  ExactSumCounters& c) {
-  exactSumBody<T>(dst, srcs, nsrc, count, average, c);
+void exactSumPortable(void* dst, const void* const* srcs, int nsrc, size_t begin, size_t count,
+                      bool average, ExactSumCounters& counters) {
+  exactSumBody<T>(dst, srcs, nsrc, begin, count, average, counters);
 }
 
-#if defined(WEFT_EXACT_AVX2)
-template <typename T>
-WEFT_EXACT_AVX2 void bodyAvx2(void* dst, const void* const* srcs, int nsrc, size_t count,
-                              bool average, ExactSumCounters& c) {
-  exactSumBody<T>(dst, srcs, nsrc, count, average, c);
-}
-
-bool cpuHasAvx2() {
-  unsigned a, b, c, d;
-  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
-  if (!(c & (1u << 27)) || !(c & (1u << 28))) return false;  // OSXSAVE, AVX
-  unsigned lo, hi;
-  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  if ((lo & 0x6u) != 0x6u) return false;
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-  return (b & (1u << 5)) != 0;
-}
-#endif
+namespace {
 
 template <typename T>
-BodyFn pickBody() {
-#if defined(WEFT_EXACT_AVX2)
-  static const bool avx2 = cpuHasAvx2();
-  if (avx2) return &bodyAvx2<T>;
-#endif
-  return &bodyPortable<T>;
+void exactSumKernel(void* dst, const void* const* srcs, int nsrc, size_t count, bool average,
+                    ExactSumCounters& counters) {
+  exactSumPortable<T>(dst, srcs, nsrc, 0, count, average, counters);
 }
 
 }  // namespace
+template void exactSumPortable<double>(void*, const void* const*, int, size_t, size_t, bool,
+                                       ExactSumCounters&);
+template void exactSumPortable<float>(void*, const void* const*, int, size_t, size_t, bool,
+                                      ExactSumCounters&);
+template void exactSumPortable<half_t>(void*, const void* const*, int, size_t, size_t, bool,
+                                       ExactSumCounters&);
+template void exactSumPortable<bf16_t>(void*, const void* const*, int, size_t, size_t, bool,
+                                       ExactSumCounters&);
+template void exactSumPortable<fp8e4m3_t>(void*, const void* const*, int, size_t, size_t, bool,
+                                          ExactSumCounters&);
+template void exactSumPortable<fp8e5m2_t>(void*, const void* const*, int, size_t, size_t, bool,
+                                          ExactSumCounters&);
+
 }  // namespace exact
 
 ExactSumCounters& exactSumCounters() {
@@ -227,34 +263,26 @@ ExactSumCounters& exactSumCounters() {
   return counters;
 }
 
+namespace cpu {
+
+void fillPortableExactSum(HostKernels* k) {
+  using namespace exact;
+  k->exactSum[WEFT_FLOAT16] = &exactSumKernel<half_t>;
+  k->exactSum[WEFT_FLOAT32] = &exactSumKernel<float>;
+  k->exactSum[WEFT_FLOAT64] = &exactSumKernel<double>;
+  k->exactSum[WEFT_BFLOAT16] = &exactSumKernel<bf16_t>;
+  k->exactSum[WEFT_FP8_E4M3] = &exactSumKernel<fp8e4m3_t>;
+  k->exactSum[WEFT_FP8_E5M2] = &exactSumKernel<fp8e5m2_t>;
+}
+
+}  // namespace cpu
+
 bool exactSumHost(void* dst, const void* const* srcs, int nsrc, size_t count, weft_datatype_t dt,
                   bool average) {
-  using namespace exact;
-  BodyFn body = nullptr;
-  switch (dt) {
-    case WEFT_FLOAT16:
-      body = pickBody<half_t>();
-      break;
-    case WEFT_FLOAT32:
-      body = pickBody<float>();
-      break;
-    case WEFT_FLOAT64:
-      body = pickBody<double>();
-      break;
-    case WEFT_BFLOAT16:
-      body = pickBody<bf16_t>();
-      break;
-    case WEFT_FP8_E4M3:
-      body = pickBody<fp8e4m3_t>();
-      break;
-    case WEFT_FP8_E5M2:
-      body = pickBody<fp8e5m2_t>();
-      break;
-    default:
-      return false;
-  }
-  if (nsrc < 1) return false;
-  body(dst, srcs, nsrc, count, average, exactSumCounters());
+  if (dt < 0 || dt >= WEFT_NUM_DATATYPES || nsrc < 1) return false;
+  const cpu::ExactSumFn f = cpu::activeHostKernels().exactSum[dt];
+  if (f == nullptr) return false;
+  f(dst, srcs, nsrc, count, average, exactSumCounters());
   return true;
 }
 

@@ -198,7 +198,10 @@ void fillPortableKernels(HostKernels* k) {
   fillPortableType<bf16_t>(k, WEFT_BFLOAT16);
   fillPortableType<fp8e4m3_t>(k, WEFT_FP8_E4M3);
   fillPortableType<fp8e5m2_t>(k, WEFT_FP8_E5M2);
+  fillPortableExactSum(k);
 }
+
+const HostKernels& activeHostKernels() { return kernels(); }
 
 bool hostIsaSupported(HostIsa isa) {
   const int i = static_cast<int>(isa);

@@ -326,7 +326,7 @@ bool fillAvx2Kernels(HostKernels* k) {
   k->divide[WEFT_BFLOAT16] = &divide<BF16>;
   k->divide[WEFT_FP8_E4M3] = &divide<Fp8<true>>;
   k->divide[WEFT_FP8_E5M2] = &divide<Fp8<false>>;
-  return true;
+  return fillAvx2ExactSum(k);
 }
 
 }  // namespace cpu

@@ -4,7 +4,9 @@
 // format's precision; emin / emax and mpfr_subnormalize give the format's
 // subnormals, and the special-value, zero-sign and fp8 saturation rules are
 // applied here explicitly. Also: permutations of the sources give identical
-// bits, dst may alias a source, and typical data takes the fast path.
+// bits, dst may alias a source, and typical data takes the fast path; each
+// on every instruction set this CPU runs (IsaGuard), so the vector kernels
+// are checked bit for bit like the portable one.
 #include <mpfr.h>
 
 #include <algorithm>
@@ -317,18 +319,22 @@ void checkAgainstReference(weft_datatype_t dt, const Sources& s, size_t count, b
 
 }  // namespace
 
-TEST_CASE("exactSumHost matches MPFR for every float type - pattern and source count",
+TEST_CASE("exactSumHost matches MPFR for every float type - pattern - source count and ISA",
           "[kernels][exact]") {
-  std::mt19937_64 rng(7);
-  for (weft_datatype_t dt : kExactTypes) {
-    for (int nsrc : {1, 2, 3, 4, 5, 6, 7, 8, 9, 100}) {
-      for (Pattern pat : {Pattern::kRawBits, Pattern::kNormal, Pattern::kCancel, Pattern::kTies,
-                          Pattern::kSpecials, Pattern::kOverflow, Pattern::kMixed}) {
-        for (bool average : {false, true}) {
-          const size_t count = nsrc >= 100 ? 97 : 1 + rng() % 600;  // crosses block edges
-          INFO(datatypeName(dt) << " nsrc=" << nsrc << " pattern=" << static_cast<int>(pat)
-                                << " avg=" << average << " count=" << count);
-          checkAgainstReference(dt, makeSources(dt, nsrc, count, pat, rng), count, average, rng);
+  for (cpu::HostIsa isa : supportedIsas()) {
+    IsaGuard g(isa);
+    REQUIRE(g.ok);
+    std::mt19937_64 rng(7);
+    for (weft_datatype_t dt : kExactTypes) {
+      for (int nsrc : {1, 2, 3, 4, 5, 6, 7, 8, 9, 100}) {
+        for (Pattern pat : {Pattern::kRawBits, Pattern::kNormal, Pattern::kCancel, Pattern::kTies,
+                            Pattern::kSpecials, Pattern::kOverflow, Pattern::kMixed}) {
+          for (bool average : {false, true}) {
+            const size_t count = nsrc >= 100 ? 97 : 1 + rng() % 600;  // crosses block edges
+            INFO(isaName(isa) << " " << datatypeName(dt) << " nsrc=" << nsrc << " pattern="
+                              << static_cast<int>(pat) << " avg=" << average << " count=" << count);
+            checkAgainstReference(dt, makeSources(dt, nsrc, count, pat, rng), count, average, rng);
+          }
         }
       }
     }
@@ -336,13 +342,20 @@ TEST_CASE("exactSumHost matches MPFR for every float type - pattern and source c
 }
 
 TEST_CASE("exactSumHost with 1000 and 5000 sources", "[kernels][exact]") {
-  std::mt19937_64 rng(11);
-  for (weft_datatype_t dt : kExactTypes) {
-    for (int nsrc : {1000, 5000}) {
-      for (bool average : {false, true}) {
-        INFO(datatypeName(dt) << " nsrc=" << nsrc << " avg=" << average);
-        checkAgainstReference(dt, makeSources(dt, nsrc, 5, Pattern::kMixed, rng), 5, average, rng);
-        checkAgainstReference(dt, makeSources(dt, nsrc, 5, Pattern::kNormal, rng), 5, average, rng);
+  for (cpu::HostIsa isa : supportedIsas()) {
+    IsaGuard g(isa);
+    std::mt19937_64 rng(11);
+    for (weft_datatype_t dt : kExactTypes) {
+      for (int nsrc : {1000, 5000}) {
+        for (bool average : {false, true}) {
+          INFO(isaName(isa) << " " << datatypeName(dt) << " nsrc=" << nsrc << " avg=" << average);
+          checkAgainstReference(dt, makeSources(dt, nsrc, 5, Pattern::kMixed, rng), 5, average,
+                                rng);
+          checkAgainstReference(dt, makeSources(dt, nsrc, 5, Pattern::kNormal, rng), 5, average,
+                                rng);
+          checkAgainstReference(dt, makeSources(dt, nsrc, 37, Pattern::kNormal, rng), 37, average,
+                                rng);
+        }
       }
     }
   }
@@ -358,77 +371,136 @@ TEST_CASE("exactSumHost hand-picked cases", "[kernels][exact]") {
     REQUIRE(exactSumHost(d.data(), p.data(), static_cast<int>(vals.size()), 1, dt, average));
     return loadBits(dt, d.data());
   };
-  // 4 x DBL_MAX averaged: the sum overflows double, the average does not.
-  CHECK(run(WEFT_FLOAT64, {DBL_MAX, DBL_MAX, DBL_MAX, DBL_MAX}, true) == 0x7fefffffffffffffull);
-  CHECK(run(WEFT_FLOAT64, {DBL_MAX, DBL_MAX, -DBL_MAX}, false) == 0x7fefffffffffffffull);
-  CHECK(run(WEFT_FLOAT64, {DBL_MAX, DBL_MAX}, false) == 0x7ff0000000000000ull);
-  // 1 + 2^-24 + 2^-24 in float: exact 1 + 2^-23 (a serial float sum gives 1).
-  CHECK(run(WEFT_FLOAT32, {1.0, 0x1p-24, 0x1p-24}, false) == 0x3f800001u);
-  // A tie: 1 + 2^-24 rounds to even (1); nudged by 2^-149 it rounds up.
-  CHECK(run(WEFT_FLOAT32, {1.0, 0x1p-24}, false) == 0x3f800000u);
-  CHECK(run(WEFT_FLOAT32, {1.0, 0x1p-24, 0x1p-149}, false) == 0x3f800001u);
-  // Zeros: -0 only when every input is -0.
-  CHECK(run(WEFT_FLOAT32, {-0.0, -0.0, -0.0}, false) == 0x80000000u);
-  CHECK(run(WEFT_FLOAT32, {-0.0, 0.0, -0.0}, false) == 0u);
-  CHECK(run(WEFT_FLOAT32, {1.0, -1.0}, false) == 0u);
-  CHECK(run(WEFT_FLOAT32, {-1.0, 1.0}, false) == 0u);
-  // A nonzero result that rounds to zero keeps its sign (avg of -2^-149 over 3).
-  CHECK(run(WEFT_FLOAT32, {-0x1p-149, 0.0, 0.0}, true) == 0x80000000u);
-  // Specials: canonical NaN, inf, fp8 saturation.
-  CHECK(run(WEFT_FLOAT32, {INFINITY, -INFINITY}, false) == 0x7fc00000u);
-  CHECK(run(WEFT_FLOAT32, {-NAN, 1.0}, false) == 0x7fc00000u);
-  CHECK(run(WEFT_FLOAT32, {-INFINITY, 1.0}, false) == 0xff800000u);
-  CHECK(run(WEFT_FP8_E4M3, {448.0, 448.0}, false) == 0x7eu);
-  CHECK(run(WEFT_FP8_E4M3, {448.0, 448.0}, true) == 0x7eu);
-  CHECK(run(WEFT_FP8_E5M2, {-57344.0, -57344.0}, false) == 0xfbu);
-  CHECK(run(WEFT_FLOAT16, {65504.0, 16.0}, false) == 0x7c00u);  // 65520: the tie above max
-  CHECK(run(WEFT_FLOAT16, {65504.0, 8.0}, false) == 0x7bffu);
-  // bf16 without double rounding: 1 + 2^-8 + 2^-30 is above the tie.
-  CHECK(run(WEFT_BFLOAT16, {1.0, 0x1p-8, 0x1p-30}, false) == 0x3f81u);
-  // AVG on a midpoint: (4 + 1 + 5 * 2^-8) / 5 = 1 + 2^-8, halfway between
-  // bf16's 1 and 1 + 2^-7; a 2^-100 more or less decides (the double
-  // quotient is the midpoint itself, the residual's sign must say which way).
-  CHECK(run(WEFT_BFLOAT16, {4.0, 1.0, 0x1.4p-6, 0.0, 0.0}, true) == 0x3f80u);
-  CHECK(run(WEFT_BFLOAT16, {4.0, 1.0, 0x1.4p-6, 0x1p-100, 0.0}, true) == 0x3f81u);
-  CHECK(run(WEFT_BFLOAT16, {4.0, 1.0, 0x1.4p-6, -0x1p-100, 0.0}, true) == 0x3f80u);
-  CHECK(run(WEFT_BFLOAT16, {-4.0, -1.0, -0x1.4p-6, -0x1p-100, 0.0}, true) == 0xbf81u);
-  CHECK(run(WEFT_FLOAT32, {4.0, 1.0, 0x1.4p-22, 0.0, 0.0}, true) == 0x3f800000u);
-  CHECK(run(WEFT_FLOAT32, {4.0, 1.0, 0x1.4p-22, 0x1p-140, 0.0}, true) == 0x3f800001u);
-  CHECK(run(WEFT_FLOAT32, {4.0, 1.0, 0x1.4p-22, -0x1p-140, 0.0}, true) == 0x3f800000u);
+  for (cpu::HostIsa isa : supportedIsas()) {
+    IsaGuard g(isa);
+    INFO(isaName(isa));
+    // 4 x DBL_MAX averaged: the sum overflows double, the average does not.
+    CHECK(run(WEFT_FLOAT64, {DBL_MAX, DBL_MAX, DBL_MAX, DBL_MAX}, true) == 0x7fefffffffffffffull);
+    CHECK(run(WEFT_FLOAT64, {DBL_MAX, DBL_MAX, -DBL_MAX}, false) == 0x7fefffffffffffffull);
+    CHECK(run(WEFT_FLOAT64, {DBL_MAX, DBL_MAX}, false) == 0x7ff0000000000000ull);
+    // 1 + 2^-24 + 2^-24 in float: exact 1 + 2^-23 (a serial float sum gives 1).
+    CHECK(run(WEFT_FLOAT32, {1.0, 0x1p-24, 0x1p-24}, false) == 0x3f800001u);
+    // A tie: 1 + 2^-24 rounds to even (1); nudged by 2^-149 it rounds up.
+    CHECK(run(WEFT_FLOAT32, {1.0, 0x1p-24}, false) == 0x3f800000u);
+    CHECK(run(WEFT_FLOAT32, {1.0, 0x1p-24, 0x1p-149}, false) == 0x3f800001u);
+    // Zeros: -0 only when every input is -0.
+    CHECK(run(WEFT_FLOAT32, {-0.0, -0.0, -0.0}, false) == 0x80000000u);
+    CHECK(run(WEFT_FLOAT32, {-0.0, 0.0, -0.0}, false) == 0u);
+    CHECK(run(WEFT_FLOAT32, {1.0, -1.0}, false) == 0u);
+    CHECK(run(WEFT_FLOAT32, {-1.0, 1.0}, false) == 0u);
+    // A nonzero result that rounds to zero keeps its sign (avg of -2^-149 over 3).
+    CHECK(run(WEFT_FLOAT32, {-0x1p-149, 0.0, 0.0}, true) == 0x80000000u);
+    // Specials: canonical NaN, inf, fp8 saturation.
+    CHECK(run(WEFT_FLOAT32, {INFINITY, -INFINITY}, false) == 0x7fc00000u);
+    CHECK(run(WEFT_FLOAT32, {-NAN, 1.0}, false) == 0x7fc00000u);
+    CHECK(run(WEFT_FLOAT32, {-INFINITY, 1.0}, false) == 0xff800000u);
+    CHECK(run(WEFT_FP8_E4M3, {448.0, 448.0}, false) == 0x7eu);
+    CHECK(run(WEFT_FP8_E4M3, {448.0, 448.0}, true) == 0x7eu);
+    CHECK(run(WEFT_FP8_E5M2, {-57344.0, -57344.0}, false) == 0xfbu);
+    CHECK(run(WEFT_FLOAT16, {65504.0, 16.0}, false) == 0x7c00u);  // 65520: the tie above max
+    CHECK(run(WEFT_FLOAT16, {65504.0, 8.0}, false) == 0x7bffu);
+    // bf16 without double rounding: 1 + 2^-8 + 2^-30 is above the tie.
+    CHECK(run(WEFT_BFLOAT16, {1.0, 0x1p-8, 0x1p-30}, false) == 0x3f81u);
+    // AVG on a midpoint: (4 + 1 + 5 * 2^-8) / 5 = 1 + 2^-8, halfway between
+    // bf16's 1 and 1 + 2^-7; a 2^-100 more or less decides (the double
+    // quotient is the midpoint itself, the residual's sign must say which way).
+    CHECK(run(WEFT_BFLOAT16, {4.0, 1.0, 0x1.4p-6, 0.0, 0.0}, true) == 0x3f80u);
+    CHECK(run(WEFT_BFLOAT16, {4.0, 1.0, 0x1.4p-6, 0x1p-100, 0.0}, true) == 0x3f81u);
+    CHECK(run(WEFT_BFLOAT16, {4.0, 1.0, 0x1.4p-6, -0x1p-100, 0.0}, true) == 0x3f80u);
+    CHECK(run(WEFT_BFLOAT16, {-4.0, -1.0, -0x1.4p-6, -0x1p-100, 0.0}, true) == 0xbf81u);
+    CHECK(run(WEFT_FLOAT32, {4.0, 1.0, 0x1.4p-22, 0.0, 0.0}, true) == 0x3f800000u);
+    CHECK(run(WEFT_FLOAT32, {4.0, 1.0, 0x1.4p-22, 0x1p-140, 0.0}, true) == 0x3f800001u);
+    CHECK(run(WEFT_FLOAT32, {4.0, 1.0, 0x1.4p-22, -0x1p-140, 0.0}, true) == 0x3f800000u);
+  }
+}
+
+// float64 AVG whose exact sum needs more than one double: S / n on, just
+// above and just below a midpoint between two doubles (above q and, for a
+// power of two q, below it), and a few ulps away, so every branch of the
+// fast path's final correction is taken; checked against MPFR.
+TEST_CASE("exactSumHost float64 AVG near double midpoints", "[kernels][exact]") {
+  for (cpu::HostIsa isa : supportedIsas()) {
+    IsaGuard g(isa);
+    std::mt19937_64 rng(13);
+    std::uniform_real_distribution<double> mant(1.0, 2.0);
+    const size_t count = 600;
+    for (int nsrc : {4, 5, 7, 8, 13, 100, 1000}) {
+      Sources s(nsrc, std::vector<uint8_t>(count * 8, 0));
+      for (size_t i = 0; i < count; ++i) {
+        // q with a 40-bit mantissa, so that q n is one double for n < 2^13.
+        const bool pow2 = rng() % 3 == 0;
+        double q = pow2 ? 1.0 : std::ldexp(std::floor(std::ldexp(mant(rng), 39)), -39);
+        q = std::ldexp(q, static_cast<int>(rng() % 200) - 100);
+        if (rng() % 2) q = -q;
+        const double u = std::ldexp(1.0, std::ilogb(q) - 52);  // ulp(q)
+        // q n (p + pe, pe = 0 here), half a spacing above q (or below a power
+        // of two) times n, and a nudge: 0, +-1 smallest subnormal, a few units
+        // of the double-double's last bit (so close to the midpoint that the
+        // approximate quotient may land on its wrong side), or a few ulps of q.
+        const double n = nsrc;
+        const double p = q * n, pe = std::fma(q, n, -p);
+        const bool below = pow2 && rng() % 2;
+        double half = (below ? -0.25 : 0.5) * u * n;
+        if (q < 0) half = -half;
+        // The nudges of the order of lo's last bit come from the error of p + half.
+        const double ph = p + half, err = (p - (ph - (ph - p))) + (half - (ph - p));
+        const int lastBit = (err != 0 ? std::ilogb(err) : std::ilogb(q) - 60) - 52;
+        const double tiny = std::ldexp(1.0, lastBit + static_cast<int>(rng() % 4));
+        const uint64_t r = rng() % 6;
+        const double nudge = r == 0   ? 0.0
+                             : r == 1 ? (rng() % 2 ? 0x1p-1074 : -0x1p-1074)
+                             : r <= 3
+                                 ? (rng() % 2 ? tiny : -tiny) * static_cast<double>(1 + rng() % 5)
+                                 : u * static_cast<double>(rng() % 7) - 3 * u;
+        const double vals[4] = {p, pe, half, nudge};
+        for (int k = 0; k < 4; ++k) std::memcpy(s[k].data() + i * 8, &vals[k], 8);
+      }
+      INFO(isaName(isa) << " nsrc=" << nsrc);
+      const ExactSumCounters before = exactSumCounters();
+      checkAgainstReference(WEFT_FLOAT64, s, count, true, rng);
+      // Only the +-2^-1074 nudges (a sixth of the elements) need the slow path.
+      CHECK(exactSumCounters().slow - before.slow <= 3 * count / 4);
+    }
+  }
 }
 
 TEST_CASE("exactSumHost dst may alias any source", "[kernels][exact]") {
-  std::mt19937_64 rng(3);
-  for (weft_datatype_t dt : kExactTypes) {
-    const size_t es = datatypeSize(dt), count = 777;
-    const Sources s = makeSources(dt, 4, count, Pattern::kMixed, rng);
-    std::vector<uint8_t> want(count * es);
-    auto p = pointers(s);
-    REQUIRE(exactSumHost(want.data(), p.data(), 4, count, dt, true));
-    for (int k = 0; k < 4; ++k) {
-      Sources c = s;
-      auto q = pointers(c);
-      REQUIRE(exactSumHost(c[k].data(), q.data(), 4, count, dt, true));
-      CHECK(c[k] == want);
+  for (cpu::HostIsa isa : supportedIsas()) {
+    IsaGuard g(isa);
+    std::mt19937_64 rng(3);
+    for (weft_datatype_t dt : kExactTypes) {
+      const size_t es = datatypeSize(dt), count = 777;
+      const Sources s = makeSources(dt, 4, count, Pattern::kMixed, rng);
+      std::vector<uint8_t> want(count * es);
+      auto p = pointers(s);
+      REQUIRE(exactSumHost(want.data(), p.data(), 4, count, dt, true));
+      for (int k = 0; k < 4; ++k) {
+        Sources c = s;
+        auto q = pointers(c);
+        REQUIRE(exactSumHost(c[k].data(), q.data(), 4, count, dt, true));
+        CHECK(c[k] == want);
+      }
     }
   }
 }
 
 TEST_CASE("exactSumHost takes the fast path on typical data", "[kernels][exact]") {
-  std::mt19937_64 rng(5);
-  for (weft_datatype_t dt : kExactTypes) {
-    for (bool average : {false, true}) {
-      if (dt == WEFT_FLOAT64 && average) continue;  // inexact double-double sums go slow
-      const size_t count = 4096;
-      const Sources s = makeSources(dt, 8, count, Pattern::kNormal, rng);
-      auto p = pointers(s);
-      std::vector<uint8_t> d(count * datatypeSize(dt));
-      ExactSumCounters& c = exactSumCounters();
-      const ExactSumCounters before = c;
-      REQUIRE(exactSumHost(d.data(), p.data(), 8, count, dt, average));
-      INFO(datatypeName(dt) << " avg=" << average);
-      CHECK(c.fast + c.slow - before.fast - before.slow == count);
-      CHECK(c.slow - before.slow <= count / 100);
+  for (cpu::HostIsa isa : supportedIsas()) {
+    IsaGuard g(isa);
+    std::mt19937_64 rng(5);
+    for (weft_datatype_t dt : kExactTypes) {
+      for (bool average : {false, true}) {
+        const size_t count = 4096;
+        const Sources s = makeSources(dt, 8, count, Pattern::kNormal, rng);
+        auto p = pointers(s);
+        std::vector<uint8_t> d(count * datatypeSize(dt));
+        ExactSumCounters& c = exactSumCounters();
+        const ExactSumCounters before = c;
+        REQUIRE(exactSumHost(d.data(), p.data(), 8, count, dt, average));
+        INFO(isaName(isa) << " " << datatypeName(dt) << " avg=" << average);
+        CHECK(c.fast + c.slow - before.fast - before.slow == count);
+        CHECK(c.slow - before.slow <= count / 100);
+      }
     }
   }
 }
