@@ -41,8 +41,8 @@ void narrowAverage(void* dst, const void* const* srcs, int n, size_t count) {
 }  // namespace
 
 bool orderSensitive(weft_datatype_t dt, weft_op_t op) {
-  return isFloat(dt) && (op == WEFT_SUM || op == WEFT_AVG || op == WEFT_PROD || op == WEFT_MIN ||
-                         op == WEFT_MAX);
+  return isFloat(dt) &&
+         (op == WEFT_SUM || op == WEFT_AVG || op == WEFT_PROD || op == WEFT_MIN || op == WEFT_MAX);
 }
 
 void foldHost(void* dst, const void* const* srcs, int n, size_t count, weft_datatype_t dt,
@@ -53,11 +53,16 @@ void foldHost(void* dst, const void* const* srcs, int n, size_t count, weft_data
     return;  // (not a float type: the fold below, which is order-free)
   if (op == WEFT_AVG && n > 1) {
     switch (dt) {
-      case WEFT_FLOAT16: return narrowAverage<half_t>(dst, srcs, n, count);
-      case WEFT_BFLOAT16: return narrowAverage<bf16_t>(dst, srcs, n, count);
-      case WEFT_FP8_E4M3: return narrowAverage<fp8e4m3_t>(dst, srcs, n, count);
-      case WEFT_FP8_E5M2: return narrowAverage<fp8e5m2_t>(dst, srcs, n, count);
-      default: break;
+      case WEFT_FLOAT16:
+        return narrowAverage<half_t>(dst, srcs, n, count);
+      case WEFT_BFLOAT16:
+        return narrowAverage<bf16_t>(dst, srcs, n, count);
+      case WEFT_FP8_E4M3:
+        return narrowAverage<fp8e4m3_t>(dst, srcs, n, count);
+      case WEFT_FP8_E5M2:
+        return narrowAverage<fp8e5m2_t>(dst, srcs, n, count);
+      default:
+        break;
     }
   }
   // Float and double accumulate in themselves: the fold, then the division

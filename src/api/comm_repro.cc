@@ -32,8 +32,8 @@ uint64_t reproRequest(const std::string& env, const weft_config_t* config) {
 
 Status Comm::agreeOnRepro(const std::vector<uint64_t>& requests) {
   if (reproRequest_ == kNotAMode)
-    return invalidArgument(strFormat("WEFT_REPRO=%s: expected off, ordered or exact",
-                                     cfg_.repro.c_str()));
+    return invalidArgument(
+        strFormat("WEFT_REPRO=%s: expected off, ordered or exact", cfg_.repro.c_str()));
   for (int r = 0; r < nranks_; ++r) {
     if (requests[r] == reproRequest_) continue;
     return invalidUsage(strFormat(

@@ -4,7 +4,6 @@
 // ranks, counts around the rank count, chunk sizes from 1 element up, in
 // and out of place. And the selector keeps reproducible calls on them.
 #include <catch2/catch.hpp>
-
 #include <cstring>
 #include <random>
 #include <vector>
@@ -73,7 +72,8 @@ std::string runCase(const Case& c, uint64_t seed) {
 
 }  // namespace
 
-TEST_CASE("repro schedules: direct and fold give the ordered fold bit for bit", "[algo][sim][repro]") {
+TEST_CASE("repro schedules: direct and fold give the ordered fold bit for bit",
+          "[algo][sim][repro]") {
   std::mt19937_64 rng(26);
   size_t cases = 0;
   for (CollType t : {CollType::AllReduce, CollType::Reduce, CollType::ReduceScatter}) {
@@ -99,9 +99,9 @@ TEST_CASE("repro schedules: direct and fold give the ordered fold bit for bit", 
             ++turn;
             std::string err;
             repro::withType(dt, [&](auto v) { err = runCase<decltype(v)>(c, rng()); });
-            INFO(collName(t) << " " << algoName(algo) << " n=" << n << " dt=" << dt
-                             << " op=" << op << " count=" << c.count << " chunk=" << c.chunk
-                             << " slots=" << c.slots << " inPlace=" << c.inPlace);
+            INFO(collName(t) << " " << algoName(algo) << " n=" << n << " dt=" << dt << " op=" << op
+                             << " count=" << c.count << " chunk=" << c.chunk << " slots=" << c.slots
+                             << " inPlace=" << c.inPlace);
             REQUIRE(err == "");
             ++cases;
           }

@@ -4,7 +4,6 @@
 // every result compared bit for bit with the serial reference each rank
 // computes from every rank's inputs (which it can generate itself).
 #include <catch2/catch.hpp>
-
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -131,12 +130,13 @@ const Config kConfigs[] = {
      5,
      {"WEFT_TRANSPORTS=shm", "WEFT_SHM_ARENA_CHUNK=0", "WEFT_ALGO=rd", "WEFT_CHUNK_BYTES=4096"},
      0},
-    {"tcp, WEFT_ALGO=hd", 3, {"WEFT_TRANSPORTS=tcp", "WEFT_SOCKET_IFNAME=lo", "WEFT_ALGO=hd"},
+    {"tcp, WEFT_ALGO=hd",
+     3,
+     {"WEFT_TRANSPORTS=tcp", "WEFT_SOCKET_IFNAME=lo", "WEFT_ALGO=hd"},
      (1 << 20) + 3},
     {"tcp, WEFT_ALGO=direct, 64K chunks",
      6,
-     {"WEFT_TRANSPORTS=tcp", "WEFT_SOCKET_IFNAME=lo", "WEFT_ALGO=direct",
-      "WEFT_CHUNK_BYTES=65536"},
+     {"WEFT_TRANSPORTS=tcp", "WEFT_SOCKET_IFNAME=lo", "WEFT_ALGO=direct", "WEFT_CHUNK_BYTES=65536"},
      0},
     {"tcp, 8 ranks", 8, {"WEFT_TRANSPORTS=tcp", "WEFT_SOCKET_IFNAME=lo"}, 0},
 };
@@ -167,7 +167,9 @@ TEST_CASE("repro: ordered over tcp with WEFT_ALGO=hd", "[coll][repro]") {
 TEST_CASE("repro: ordered over tcp with 64K chunks", "[coll][repro]") {
   runConfig(kConfigs[4], false);
 }
-TEST_CASE("repro: ordered over tcp with 8 ranks", "[coll][repro]") { runConfig(kConfigs[5], false); }
+TEST_CASE("repro: ordered over tcp with 8 ranks", "[coll][repro]") {
+  runConfig(kConfigs[5], false);
+}
 
 TEST_CASE("repro: exact over the shm arena", "[coll][repro]") { runConfig(kConfigs[0], true); }
 TEST_CASE("repro: exact over shm FIFOs", "[coll][repro]") { runConfig(kConfigs[2], true); }
@@ -188,8 +190,8 @@ TEST_CASE("repro: exact sums do not depend on rank order or rank count", "[coll]
       const int from = reversed ? base - 1 - rank : rank;  // whose values this rank holds
       if (from >= 0 && from < base) repro::fillOrderExposing(x.data(), count, from, 5, false);
       std::vector<float> y(count);
-      weft_result_t r = weft_allreduce(x.data(), y.data(), count, WEFT_FLOAT32, WEFT_SUM, comm,
-                                       nullptr);
+      weft_result_t r =
+          weft_allreduce(x.data(), y.data(), count, WEFT_FLOAT32, WEFT_SUM, comm, nullptr);
       if (r != WEFT_SUCCESS) return wtest::describe(r, comm);
       if (rank == 0) *out = y;
       (void)nr;
@@ -226,9 +228,8 @@ TEST_CASE("repro: ordered results as threads of one process", "[coll][repro]") {
 TEST_CASE("repro: ranks with different modes fail at init on every rank", "[coll][repro]") {
   const std::string err = wtest::runProcesses(
       3, [](weft_comm_t, int, int) { return std::string("init should have failed"); },
-      {"WEFT_TRANSPORTS=shm"}, 60, [](int rank) {
-        setenv("WEFT_REPRO", rank == 1 ? "off" : "ordered", 1);
-      });
+      {"WEFT_TRANSPORTS=shm"}, 60,
+      [](int rank) { setenv("WEFT_REPRO", rank == 1 ? "off" : "ordered", 1); });
   for (int r = 0; r < 3; ++r) {
     INFO(err);
     CHECK(err.find("rank " + std::to_string(r) + ": init:") != std::string::npos);

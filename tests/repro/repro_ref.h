@@ -15,16 +15,20 @@
 
 namespace repro {
 
-inline const weft_datatype_t kFloatTypes[] = {WEFT_FLOAT32, WEFT_FLOAT64, WEFT_FLOAT16,
+inline const weft_datatype_t kFloatTypes[] = {WEFT_FLOAT32,  WEFT_FLOAT64,  WEFT_FLOAT16,
                                               WEFT_BFLOAT16, WEFT_FP8_E4M3, WEFT_FP8_E5M2};
 
 inline size_t eltSize(weft_datatype_t dt) {
   switch (dt) {
-    case WEFT_FLOAT64: return 8;
-    case WEFT_FLOAT32: return 4;
+    case WEFT_FLOAT64:
+      return 8;
+    case WEFT_FLOAT32:
+      return 4;
     case WEFT_FLOAT16:
-    case WEFT_BFLOAT16: return 2;
-    default: return 1;
+    case WEFT_BFLOAT16:
+      return 2;
+    default:
+      return 1;
   }
 }
 
@@ -54,15 +58,20 @@ void fillOrderExposing(T* out, size_t count, int rank, uint64_t seed, bool forPr
       x = std::ldexp(1.0 + static_cast<double>((u >> 16) % 4096) / 4096.0, e);
       if ((u >> 40) & 1) x = -x;
       switch ((u >> 44) % 16) {
-        case 0: x = 0.0; break;
-        case 1: x = -0.0; break;
+        case 0:
+          x = 0.0;
+          break;
+        case 1:
+          x = -0.0;
+          break;
         case 2: {  // the same element on every rank: big, alternating in sign
           std::mt19937_64 g(seed + i);
           x = std::ldexp(1.0 + static_cast<double>(g() % 1024) / 1024.0, span / 2);
           if (rank % 2) x = -x;
           break;
         }
-        default: break;
+        default:
+          break;
       }
     }
     out[i] = fromDouble<T>(x);
@@ -87,13 +96,26 @@ T orderedFold(const T* vals, int n, weft_op_t op) {
 template <typename F>
 void withType(weft_datatype_t dt, F&& f) {
   switch (dt) {
-    case WEFT_FLOAT32: f(float{}); break;
-    case WEFT_FLOAT64: f(double{}); break;
-    case WEFT_FLOAT16: f(weft::half_t{}); break;
-    case WEFT_BFLOAT16: f(weft::bf16_t{}); break;
-    case WEFT_FP8_E4M3: f(weft::fp8e4m3_t{}); break;
-    case WEFT_FP8_E5M2: f(weft::fp8e5m2_t{}); break;
-    default: break;
+    case WEFT_FLOAT32:
+      f(float{});
+      break;
+    case WEFT_FLOAT64:
+      f(double{});
+      break;
+    case WEFT_FLOAT16:
+      f(weft::half_t{});
+      break;
+    case WEFT_BFLOAT16:
+      f(weft::bf16_t{});
+      break;
+    case WEFT_FP8_E4M3:
+      f(weft::fp8e4m3_t{});
+      break;
+    case WEFT_FP8_E5M2:
+      f(weft::fp8e5m2_t{});
+      break;
+    default:
+      break;
   }
 }
 
