@@ -178,7 +178,7 @@ double directUs(const Env& e, double c, CollType t, double S) {
 // Fold (reproducible calls, fold.cc): direct reduce-scatter of pieces to
 // the blocks' owners; then a ring allgather (allreduce) or every block to
 // the root in one round (reduce).
-double foldUs(const Env& e, double c, CollType t, double S) {
+double foldAlgoUs(const Env& e, double c, CollType t, double S) {
   const double k = e.n - 1, blk = S / e.n, root = 1.0 / e.n;
   const double scatter = directUs(e, c, CollType::ReduceScatter, S);
   switch (t) {
@@ -236,6 +236,13 @@ double bruckUs(const Env& e, double c, CollType t, double S) {
     default:
       return unknownUs(e, c, S);
   }
+}
+
+// Gather-fold (fold.cc): a Bruck allgather of the n vectors, then one
+// fold of n * S on every rank.
+double gatherFoldUs(const Env& e, double c, CollType t, double S) {
+  if (t != CollType::AllReduce) return unknownUs(e, c, S);
+  return bruckUs(e, c, CollType::AllGather, S * e.n) + (e.n - 1) * S * e.gamma;
 }
 
 double pairwiseUs(const Env& e, double c, CollType t, double S) {
@@ -391,7 +398,9 @@ double planUs(Algo a, CollType t, double S, const Env& e, double chunk) {
     case Algo::Hierarchical:
       return hierUs(e, chunk, t, S);
     case Algo::Fold:
-      return foldUs(e, chunk, t, S);
+      return foldAlgoUs(e, chunk, t, S);
+    case Algo::GatherFold:
+      return gatherFoldUs(e, chunk, t, S);
     case Algo::Auto:
     case Algo::kCount:
       break;

@@ -10,6 +10,11 @@
 //   reduce:         every owner sends its block to the root;
 //   reduce_scatter: block q is rank q's result, nothing more.
 //
+// Gather-fold (allreduce, small messages): every rank gathers every rank's
+// vector with a Bruck allgather (ceil(log2 n) rounds instead of direct's
+// n-1 messages) into scratch and folds all n itself; (n-1) * N received per
+// rank, n * N of scratch.
+//
 // Cost (N bytes, n ranks): each rank sends and receives (n-1)/n * N in the
 // scatter (to and from n-1 peers at once) and folds N/n * n; allreduce
 // adds the ring allgather's (n-1)/n * N over n-1 steps, reduce (n-1)/n * N
@@ -72,6 +77,28 @@ void buildFoldAllReduce(const CollArgs& a, const BuildParams& p, Schedule* s) {
   // sends read: they wait for them (out of place nothing reads recvbuf).
   if (!a.inPlace) sc.lastRead.clear();
   addRingAllGather(L, p, recvAt(0), r, sc.producer, sc.lastRead, own, s);
+}
+
+void buildGatherFoldAllReduce(const CollArgs& a, const BuildParams& p, Schedule* s) {
+  s->algorithm = algoName(Algo::GatherFold);
+  const size_t bytes = a.count * a.eltSize;
+  if (trivialSchedule(a, p, bytes, s)) return;
+  // Every vector, rank q's at q * bytes (this rank's copied in first, out of
+  // place into scratch), then one fold of them all into recvbuf. In place
+  // the fold overwrites the input, so it waits for every step (the copy
+  // and the sends read the input; they are few: small messages).
+  CollArgs g = a;
+  g.type = CollType::AllGather;
+  g.inPlace = false;
+  g.repro = Repro::Off;
+  Schedule gather;
+  buildBruckAllGather(g, p, &gather);
+  const size_t at = s->scratchBytes;
+  s->scratchBytes += bytes * static_cast<size_t>(p.nranks);
+  const uint32_t first = s->append(gather, scratchAt(at));
+  const uint32_t last = static_cast<uint32_t>(s->steps.size());
+  s->add(foldStep(sendAt(0), scratchAt(at), recvAt(0), bytes));
+  for (uint32_t i = first; i < last; ++i) s->addDep(last, i);
 }
 
 void buildFoldReduceScatter(const CollArgs& a, const BuildParams& p, Schedule* s) {

@@ -3,9 +3,9 @@
 // group of scratch, and one step folds them with this rank's own piece in
 // rank order. A chunk's receives wait until the fold that last used its
 // group is done. Groups in flight: as many as hold 2 * slots pieces (at
-// least one, at most `slots`), so scratch stays max(2 * slots, n - 1)
-// chunks whatever the message size: one group must hold n-1 pieces, since
-// the fold needs them all at once. Used by the builders that serve
+// least one, at most `slots`), so scratch stays max(2 * slots, n) chunks
+// whatever the message size: one group must hold the n-1 pieces, since the
+// fold needs them all at once (a slot per rank, this rank's unused). Used by the builders that serve
 // reproducible calls (direct.cc, fold.cc).
 #pragma once
 
@@ -25,9 +25,9 @@ struct FoldGroups {
 
   // Groups for pieces of up to `pieceBytes` (0: none, no scratch).
   FoldGroups(const BuildParams& p, size_t pieceBytes, Schedule* s) {
-    const int slots = std::max(1, p.slots), pieces = std::max(1, p.nranks - 1);
+    const int slots = std::max(1, p.slots), pieces = std::max(1, p.nranks);
     count = std::max(1, std::min(slots, 2 * slots / pieces));
-    groupBytes = pieceBytes * static_cast<size_t>(std::max(0, p.nranks - 1));
+    groupBytes = p.nranks > 1 ? pieceBytes * static_cast<size_t>(p.nranks) : 0;
     user.assign(count, Schedule::kNoStep);
     base = s->scratchBytes;
     s->scratchBytes += groupBytes * count;
@@ -43,7 +43,7 @@ struct FoldGroups {
     std::vector<uint32_t> got;
     for (int q = 0; q < p.nranks; ++q)
       if (q != p.rank)
-        got.push_back(s->add(recvStep(q, foldPieceAt(pieces, q, p.rank, len), len), {user[g]}));
+        got.push_back(s->add(recvStep(q, foldPieceAt(pieces, q, len), len), {user[g]}));
     const uint32_t f = s->add(foldStep(own, pieces, dst, len));
     for (uint32_t d : got) s->addDep(f, d);
     for (uint32_t d : deps) s->addDep(f, d);

@@ -46,6 +46,27 @@ uint32_t Schedule::add(const Step& s, std::initializer_list<uint32_t> stepDeps) 
   return static_cast<uint32_t>(steps.size() - 1);
 }
 
+uint32_t Schedule::append(const Schedule& sub, BufRef recvTo) {
+  const uint32_t first = static_cast<uint32_t>(steps.size());
+  const size_t scratchBase = scratchBytes;
+  auto map = [&](BufRef r) {
+    if (r.buf == BufId::Recv) return BufRef{recvTo.buf, recvTo.off + r.off};
+    if (r.buf == BufId::Scratch) return BufRef{BufId::Scratch, scratchBase + r.off};
+    return r;
+  };
+  for (const Step& x : sub.steps) {
+    Step st = x;
+    st.a = map(x.a);
+    st.b = map(x.b);
+    st.dst = map(x.dst);
+    st.depBegin = static_cast<uint32_t>(deps.size());
+    for (uint32_t d = 0; d < x.depCount; ++d) deps.push_back(sub.deps[x.depBegin + d] + first);
+    steps.push_back(st);
+  }
+  scratchBytes += sub.scratchBytes;
+  return first;
+}
+
 void Schedule::addDep(uint32_t step, uint32_t dep) {
   if (dep == kNoStep || steps.empty() || step != steps.size() - 1) return;
   deps.push_back(dep);
@@ -104,6 +125,7 @@ const AlgoInfo kAlgos[] = {
     {Algo::Hierarchical, "hier", bit(CollType::AllReduce)},
     {Algo::Fold, "fold",
      bit(CollType::AllReduce) | bit(CollType::Reduce) | bit(CollType::ReduceScatter)},
+    {Algo::GatherFold, "gather_fold", bit(CollType::AllReduce)},
 };
 
 const AlgoInfo* infoOf(Algo a) {
@@ -148,7 +170,8 @@ bool algoSupports(Algo a, CollType t) {
 bool algoFoldsInRankOrder(Algo a, CollType t) {
   if (t != CollType::AllReduce && t != CollType::Reduce && t != CollType::ReduceScatter)
     return false;
-  return a == Algo::Direct || a == Algo::Fold || a == Algo::Shm;
+  return a == Algo::Direct || a == Algo::Fold || a == Algo::Shm ||
+         (a == Algo::GatherFold && t == CollType::AllReduce);
 }
 
 const char* reproName(Repro r) {
@@ -242,6 +265,7 @@ Status buildSchedule(const CollArgs& args, const BuildParams& p, Schedule* out) 
       if (args.type == CollType::Reduce) buildFoldReduce(args, p, out);
       if (args.type == CollType::ReduceScatter) buildFoldReduceScatter(args, p, out);
       break;
+    case Algo::GatherFold: buildGatherFoldAllReduce(args, p, out); break;
     default:
       return invalidUsage(strFormat("algorithm %s has no schedule builder for %s",
                                     algoName(algo), collName(args.type)));

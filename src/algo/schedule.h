@@ -52,8 +52,8 @@ enum class StepKind : uint8_t {
   Divide,      // dst = dst / nranks (finishes AVG)
   // dst = the fold over ranks q = 0, 1, ..., n-1 of piece q, in that order,
   // with the reproducible arithmetic of CollArgs::repro (kernels/cpu/fold.h;
-  // AVG's division included): piece q is `a` for q == rank, else b + i *
-  // bytes with i = q for q < rank and q - 1 above (n-1 pieces back to back).
+  // AVG's division included): piece q is `a` for q == rank, else b + q *
+  // bytes (n slots back to back; this rank's slot is not read).
   Fold,
 };
 const char* stepKindName(StepKind k);
@@ -75,6 +75,11 @@ struct Schedule {
   // that copying a cached schedule copies a pointer.
   const char* algorithm = "";
 
+  // Appends `sub`'s steps (another builder's schedule) with their
+  // dependencies; `sub`'s Recv buffer becomes `recvTo`, its scratch goes
+  // after this schedule's, its Send stays. Returns the index of its first
+  // step (steps.size() when sub is empty).
+  uint32_t append(const Schedule& sub, BufRef recvTo);
   // Appends a step that waits for `deps` (indices of earlier steps; values
   // of kNoStep are skipped); returns its index.
   static constexpr uint32_t kNoStep = 0xffffffffu;
@@ -132,6 +137,8 @@ enum class Algo : uint8_t {
   Hierarchical,       // allreduce over hosts: host reduce-scatter, rails, host allgather
   Fold,               // allreduce, reduce, reduce_scatter: each block's owner folds it in
                       // rank order (reproducible, docs/reproducibility.md), then allgather
+  GatherFold,         // allreduce: Bruck allgather of every vector, each rank folds all
+                      // (reproducible, small messages: ceil(log2 n) rounds)
   kCount
 };
 // Canonical name ("ring", "rd", "hd", "dbt", "direct", "chain", "binomial",
@@ -201,6 +208,7 @@ void buildHierarchicalAllReduce(const CollArgs& a, const BuildParams& p, Schedul
 void buildFoldAllReduce(const CollArgs& a, const BuildParams& p, Schedule* s);
 void buildFoldReduce(const CollArgs& a, const BuildParams& p, Schedule* s);
 void buildFoldReduceScatter(const CollArgs& a, const BuildParams& p, Schedule* s);
+void buildGatherFoldAllReduce(const CollArgs& a, const BuildParams& p, Schedule* s);
 
 // Bytes of the send and receive buffers of `a` on one of `nranks` ranks
 // (what the engine binds; the simulator allocates).

@@ -40,7 +40,7 @@ Choice bestChunk(Algo a, CollType t, size_t bytes, const Env& e, const ChunkRang
 // the algorithms that fold in rank order; otherwise any but Fold (which
 // exists for those calls; WEFT_ALGO can still force it).
 bool pickable(Algo a, CollType t, bool ordered) {
-  return ordered ? algoFoldsInRankOrder(a, t) : a != Algo::Fold;
+  return ordered ? algoFoldsInRankOrder(a, t) : a != Algo::Fold && a != Algo::GatherFold;
 }
 
 Choice chooseModel(CollType t, size_t bytes, const CostModel& m, const Env& e,

@@ -40,15 +40,15 @@ inline Step copyStep(BufRef src, BufRef dst, size_t bytes) {
 inline Step divideStep(BufRef dst, size_t bytes) {
   return makeStep(StepKind::Divide, -1, {}, {}, dst, bytes);
 }
-// dst = the fold in rank order of `own` (this rank's piece) and the n-1
-// pieces of `bytes` each that start at `pieces` (StepKind::Fold).
+// dst = the fold in rank order of `own` (this rank's piece) and the other
+// ranks' pieces of `bytes` each, rank q's at pieces + q * bytes
+// (StepKind::Fold).
 inline Step foldStep(BufRef own, BufRef pieces, BufRef dst, size_t bytes) {
   return makeStep(StepKind::Fold, -1, own, pieces, dst, bytes);
 }
-// Where the piece of rank q (!= rank) lies among a Fold step's pieces.
-inline BufRef foldPieceAt(BufRef pieces, int q, int rank, size_t bytes) {
-  const size_t i = static_cast<size_t>(q < rank ? q : q - 1);
-  return BufRef{pieces.buf, pieces.off + i * bytes};
+// Where the piece of rank q lies among a Fold step's pieces.
+inline BufRef foldPieceAt(BufRef pieces, int q, size_t bytes) {
+  return BufRef{pieces.buf, pieces.off + static_cast<size_t>(q) * bytes};
 }
 // The steps that wrote (or read) consecutive chunks of a byte range
 // [lo, hi) of a buffer, so that a later step on any sub-range can wait for

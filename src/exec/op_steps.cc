@@ -70,7 +70,7 @@ const void* const* Engine::foldSources(Op& op, const Step& s) {
   foldSrcs_.resize(static_cast<size_t>(nranks_));
   const uint8_t* pieces = bind(op, s.b);
   for (int q = 0; q < nranks_; ++q)
-    foldSrcs_[q] = q == rank_ ? bind(op, s.a) : pieces + (q < rank_ ? q : q - 1) * s.bytes;
+    foldSrcs_[q] = q == rank_ ? bind(op, s.a) : pieces + q * s.bytes;
   return foldSrcs_.data();
 }
 

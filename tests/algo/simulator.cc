@@ -192,10 +192,10 @@ SimResult run(const CollArgs& args, weft_datatype_t dt, int n, size_t chunkBytes
           }
           case StepKind::Fold: {
             std::vector<const void*> srcs(static_cast<size_t>(n));
-            const uint8_t* pieces = bind(rr, s.b, s.bytes * (n - 1), &err);
+            const uint8_t* pieces = bind(rr, s.b, s.bytes * n, &err);
             for (int q = 0; q < n; ++q)
               srcs[q] = q == r ? bind(rr, s.a, s.bytes, &err)
-                               : pieces + (q < r ? q : q - 1) * s.bytes;
+                               : pieces + q * s.bytes;
             uint8_t* dst = bind(rr, s.dst, s.bytes, &err);
             if (!err.empty()) return fail("rank " + std::to_string(r) + " fold: " + err);
             foldHost(dst, srcs.data(), n, s.bytes / args.eltSize, dt, args.op,

@@ -300,7 +300,8 @@ TEST_CASE("algorithms: schedules name their algorithm and keep scratch bounded",
   // A reduction or broadcast must not need scratch that grows with nranks:
   // a few chunks (plus, where the input is n blocks, the input's size).
   // Fold is the exception that must hold n-1 pieces of a chunk at once
-  // (fold_groups.h): max(2 * slots, n - 1) chunks.
+  // (fold_groups.h): max(2 * slots, n) chunks; and gather_fold, which
+  // gathers every rank's vector (n * N: small messages only).
   const size_t count = 20000, chunk = 1024;
   const int slots = 4;
   for (const Pair& pair : implementedPairs()) {
@@ -325,7 +326,9 @@ TEST_CASE("algorithms: schedules name their algorithm and keep scratch bounded",
           CHECK(std::string(s.algorithm) == algoName(pair.algo));
           const bool nBlocks =
               pair.type == CollType::ReduceScatter || pair.type == CollType::AllToAll;
-          const size_t folds = pair.algo == Algo::Fold ? std::max(2 * slots, n - 1) * chunk : 0;
+          const size_t folds = pair.algo == Algo::Fold         ? std::max(2 * slots, n) * chunk
+                               : pair.algo == Algo::GatherFold ? n * count * 4 + 2 * slots * chunk
+                                                               : 0;
           const size_t allowed =
               std::max(2 * slots * chunk, folds) + (nBlocks ? collBytes(a, n) : 0) +
               (pair.algo == Algo::Fold && pair.type == CollType::Reduce ? count * 4 / n + 4 : 0);

@@ -72,12 +72,13 @@ std::string runCase(const Case& c, uint64_t seed) {
 
 }  // namespace
 
-TEST_CASE("repro schedules: direct and fold give the ordered fold bit for bit",
+TEST_CASE("repro schedules: direct, fold and gather_fold give the ordered fold bit for bit",
           "[algo][sim][repro]") {
   std::mt19937_64 rng(26);
   size_t cases = 0;
   for (CollType t : {CollType::AllReduce, CollType::Reduce, CollType::ReduceScatter}) {
-    for (Algo algo : {Algo::Direct, Algo::Fold}) {
+    for (Algo algo : {Algo::Direct, Algo::Fold, Algo::GatherFold}) {
+      if (!algoSupports(algo, t)) continue;
       for (int n : {1, 2, 3, 4, 5, 8, 9, 13}) {
         int turn = 0;
         for (weft_datatype_t dt : repro::kFloatTypes) {
@@ -109,7 +110,7 @@ TEST_CASE("repro schedules: direct and fold give the ordered fold bit for bit",
       }
     }
   }
-  CHECK(cases == 3 * 2 * 8 * 6 * 3);
+  CHECK(cases == 7 * 8 * 6 * 3);
 }
 
 TEST_CASE("repro schedules: a ring's float sum is not the ordered fold (the test can fail)",
@@ -162,10 +163,15 @@ TEST_CASE("repro schedules: the selector keeps reproducible calls on folding alg
   CHECK(choose(a, m, &rules).algo == Algo::Direct);
   CHECK(choose(a, m, &rules).forced);
   // Large reproducible allreduces take fold (bandwidth), small ones direct
-  // (latency).
+  // or gather_fold (latency).
   CHECK(choose(a, m, nullptr).algo == Algo::Fold);
   a.count = 2;
-  CHECK(choose(a, m, nullptr).algo == Algo::Direct);
+  const Algo small = choose(a, m, nullptr).algo;
+  CHECK((small == Algo::Direct || small == Algo::GatherFold));
+  // Beyond a few ranks, gather_fold's ceil(log2 n) rounds beat direct's n-1 messages.
+  m.nranks = 16;
+  m.maxRanksPerHost = 8;
+  CHECK(choose(a, m, nullptr).algo == Algo::GatherFold);
 }
 
 TEST_CASE("repro schedules: float MAX keeps the lowest rank's NaN on every folding path",
@@ -173,7 +179,7 @@ TEST_CASE("repro schedules: float MAX keeps the lowest rank's NaN on every foldi
   // Two NaNs give the first (kernels/ops.h): only the fold's order decides
   // which payload survives. Element 0: every rank a NaN of its own payload;
   // element 1: rank 0 a number, the others NaNs (the number wins).
-  for (Algo algo : {Algo::Direct, Algo::Fold}) {
+  for (Algo algo : {Algo::Direct, Algo::Fold, Algo::GatherFold}) {
     for (int n : {3, 5}) {
       CollArgs a;
       a.type = CollType::AllReduce;

@@ -138,7 +138,10 @@ const Config kConfigs[] = {
      6,
      {"WEFT_TRANSPORTS=tcp", "WEFT_SOCKET_IFNAME=lo", "WEFT_ALGO=direct", "WEFT_CHUNK_BYTES=65536"},
      0},
-    {"tcp, 8 ranks", 8, {"WEFT_TRANSPORTS=tcp", "WEFT_SOCKET_IFNAME=lo"}, 0},
+    {"tcp, 8 ranks, WEFT_ALGO=gather_fold",
+     8,
+     {"WEFT_TRANSPORTS=tcp", "WEFT_SOCKET_IFNAME=lo", "WEFT_ALGO=allreduce:gather_fold"},
+     0},
 };
 
 void runConfig(const Config& c, bool exact) {
