@@ -255,6 +255,7 @@ void Comm::setUpSelection() {
       rules_ = AlgoRules();
     }
   }
+  noteReproRules();
   if (rank_ == 0 && logEnabled(LogLevel::Info, kTuning))
     WEFT_INFO(kTuning, "algorithm selection (%d ranks, %d hosts, arena %s):\n%s", nranks_, m.nhosts,
               arena_ ? "on" : "off", tuningTable(m, &rules_).c_str());

@@ -135,6 +135,9 @@ class Comm {
   Status exchangePeerInfo();
   // Every rank's reproRequest_ equal (comm_repro.cc), else an error naming both.
   Status agreeOnRepro(const std::vector<uint64_t>& requests);
+  // Rank 0 warns once when WEFT_ALGO names, for a reduction, an algorithm
+  // that reproducible calls pass over (comm_repro.cc).
+  void noteReproRules() const;
   Status setUpTransports();
   void logInit() const;
   // The algorithm and chunk size for `args` (WEFT_ALGO, else the cost

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "api/comm.h"
+#include "core/log.h"
 #include "kernels/cpu/fold.h"
 
 namespace weft {
@@ -43,6 +44,26 @@ Status Comm::agreeOnRepro(const std::vector<uint64_t>& requests) {
   }
   repro_ = static_cast<Repro>(reproRequest_);
   return Status();
+}
+
+void Comm::noteReproRules() const {
+  if (repro_ == Repro::Off || rank_ != 0) return;
+  std::string passed;
+  for (const AlgoRule& r : rules_.rules) {
+    for (CollType t : {CollType::AllReduce, CollType::Reduce, CollType::ReduceScatter}) {
+      if ((!r.anyColl && r.type != t) || !algoImplements(r.algo, t) ||
+          algoFoldsInRankOrder(r.algo, t))
+        continue;
+      if (!passed.empty()) passed += ", ";
+      passed += std::string(collName(t)) + ":" + algoName(r.algo);
+    }
+  }
+  if (!passed.empty())
+    WEFT_WARN(kTuning,
+              "WEFT_REPRO=%s: the WEFT_ALGO rules %s name algorithms that do not fold in rank "
+              "order; float SUM/AVG/PROD/MIN/MAX calls pass over them (shm, direct, fold or "
+              "gather_fold run those), the other calls follow them",
+              reproName(repro_), passed.c_str());
 }
 
 Repro Comm::reproFor(weft_datatype_t dt, weft_op_t op) const {
