@@ -15,6 +15,11 @@
 //   nonzero and q is even), which then rounds correctly to any format of
 //   at most 51 bits: the portable path's midpoint fix, done for every lane;
 //   float64 AVG of a double-double is averageDoubleDouble in lanes;
+// - f16, bf16 and fp8 first run a group of 16 in float lanes (8 per
+//   register): widened exactly, TwoSum in float, the exact float rounded by
+//   vcvtps2ph, the bf16 bit trick or an fp8 rounding in 32-bit lanes (AVG:
+//   the quotient rounded to odd at 24 bits first); a group with a lane the
+//   float path cannot prove is redone whole in double lanes as above;
 // - lanes whose flag is set are redone one by one by the slow path after
 //   the block; the block is written to dst only after all its sources were
 //   read (dst may be a source).
