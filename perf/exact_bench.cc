@@ -2,7 +2,8 @@
 // WEFT_REPRO=exact) against reduceHostN, the default reduction kernel, on the
 // same buffers: random normal data, nsrc sources of `count` elements, GB/s of
 // output (count x element size / time), best of `reps` runs, and how many
-// elements took the slow path. A kernel benchmark without peers; the figures
+// elements took the slow path (and, for the narrow types, what share of the
+// AVG's elements finished in float lanes). A kernel benchmark without peers; the figures
 // and their method are in docs/reproducibility.md ("The exact mode's
 // arithmetic").
 //
@@ -106,8 +107,8 @@ int main(int argc, char** argv) {
                {WEFT_FLOAT16, "f16"}, {WEFT_FP8_E4M3, "e4m3"}, {WEFT_FP8_E5M2, "e5m2"}};
   std::printf("count %zu, best of %d, isa %d; GB/s of output\n", count, reps,
               static_cast<int>(cpu::activeHostIsa()));
-  std::printf("%-5s %2s %9s %9s %6s %9s %6s %10s\n", "type", "n", "exactSUM", "reduceN", "ratio",
-              "exactAVG", "ratio", "slow(AVG)");
+  std::printf("%-5s %2s %9s %9s %6s %9s %6s %10s %7s\n", "type", "n", "exactSUM", "reduceN",
+              "ratio", "exactAVG", "ratio", "slow(AVG)", "float%");
   std::mt19937_64 rng(1);
   std::normal_distribution<double> normal(0.0, 1.0);
   for (const auto& t : types) {
@@ -130,9 +131,12 @@ int main(int argc, char** argv) {
       const double tAvg =
           bestSeconds(reps, [&] { exactSumHost(dst.data(), p.data(), n, count, t.dt, true); });
       const double slow = static_cast<double>(exactSumCounters().slow - before.slow) / reps;
-      std::printf("%-5s %2d %9.2f %9.2f %5.1fx %9.2f %5.1fx %10.0f\n", t.name, n,
+      const double inFloat = 100.0 *
+                             static_cast<double>(exactSumCounters().floatFast - before.floatFast) /
+                             (static_cast<double>(count) * reps);
+      std::printf("%-5s %2d %9.2f %9.2f %5.1fx %9.2f %5.1fx %10.0f %6.1f%%\n", t.name, n,
                   bytes / tSum / 1e9, bytes / tRed / 1e9, tSum / tRed, bytes / tAvg / 1e9,
-                  tAvg / tRed, slow);
+                  tAvg / tRed, slow, inFloat);
     }
   }
   return 0;

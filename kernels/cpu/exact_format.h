@@ -1,11 +1,15 @@
 // Internal to the exact-sum kernel (exact_sum.h): what it knows of each float
 // format (field widths, largest finite code, infinity or saturation, the
-// canonical NaN), the exact widening of a stored value to double, and the
-// single nearest-even rounding of a double magnitude to the format.
+// canonical NaN), the exact widening of a stored value to double (and, for
+// the narrow formats, to float), and the single nearest-even rounding of a
+// double magnitude (narrow formats: of a float) to the format.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 
 #include "kernels/cpu/exact_sum.h"
 #include "kernels/ops.h"
@@ -17,7 +21,9 @@ namespace exact {
 // magnitude's code, kInfCode infinity's (0 where the format saturates),
 // kNanCode the canonical quiet NaN, kSpanBits = log2(largest finite / smallest
 // subnormal) rounded up: a sum of up to 2^(53 - kSpanBits) values is exact in
-// double whatever they are.
+// double whatever they are (2^(24 - kSpanBits) in float). The narrow formats
+// (f16, bf16, fp8) also have kNarrow, widenFloat (exact) and narrow: the
+// ops.h conversion of a float, rounded to nearest even once (fp8 saturates).
 template <typename T>
 struct Format;
 template <>
@@ -27,6 +33,7 @@ struct Format<double> {
   static constexpr uint64_t kMaxCode = 0x7fefffffffffffffull, kInfCode = 0x7ff0000000000000ull,
                             kNanCode = 0x7ff8000000000000ull;
   static double widen(double x) { return x; }
+  static constexpr bool kNarrow = false;
 };
 template <>
 struct Format<float> {
@@ -34,6 +41,7 @@ struct Format<float> {
   static constexpr int kMant = 23, kBias = 127, kWidth = 32, kSpanBits = 277;
   static constexpr uint64_t kMaxCode = 0x7f7fffff, kInfCode = 0x7f800000, kNanCode = 0x7fc00000;
   static double widen(float x) { return x; }
+  static constexpr bool kNarrow = false;
 };
 template <>
 struct Format<half_t> {
@@ -41,6 +49,9 @@ struct Format<half_t> {
   static constexpr int kMant = 10, kBias = 15, kWidth = 16, kSpanBits = 40;
   static constexpr uint64_t kMaxCode = 0x7bff, kInfCode = 0x7c00, kNanCode = 0x7e00;
   static double widen(half_t x) { return halfToFloat(x); }
+  static constexpr bool kNarrow = true;
+  static float widenFloat(half_t x) { return halfToFloat(x); }
+  static half_t narrow(float x) { return floatToHalf(x); }
 };
 template <>
 struct Format<bf16_t> {
@@ -48,6 +59,9 @@ struct Format<bf16_t> {
   static constexpr int kMant = 7, kBias = 127, kWidth = 16, kSpanBits = 261;
   static constexpr uint64_t kMaxCode = 0x7f7f, kInfCode = 0x7f80, kNanCode = 0x7fc0;
   static double widen(bf16_t x) { return bitsFloat(static_cast<uint32_t>(x.bits) << 16); }
+  static constexpr bool kNarrow = true;
+  static float widenFloat(bf16_t x) { return bf16ToFloat(x); }
+  static bf16_t narrow(float x) { return floatToBf16(x); }
 };
 template <>
 struct Format<fp8e4m3_t> {
@@ -55,6 +69,9 @@ struct Format<fp8e4m3_t> {
   static constexpr int kMant = 3, kBias = 7, kWidth = 8, kSpanBits = 18;
   static constexpr uint64_t kMaxCode = 0x7e, kInfCode = 0, kNanCode = 0x7f;
   static double widen(fp8e4m3_t x) { return fp8e4m3ToFloat(x); }
+  static constexpr bool kNarrow = true;
+  static float widenFloat(fp8e4m3_t x) { return fp8e4m3ToFloat(x); }
+  static fp8e4m3_t narrow(float x) { return floatToFp8e4m3(x); }
 };
 template <>
 struct Format<fp8e5m2_t> {
@@ -62,6 +79,9 @@ struct Format<fp8e5m2_t> {
   static constexpr int kMant = 2, kBias = 15, kWidth = 8, kSpanBits = 32;
   static constexpr uint64_t kMaxCode = 0x7b, kInfCode = 0, kNanCode = 0x7e;
   static double widen(fp8e5m2_t x) { return fp8e5m2ToFloat(x); }
+  static constexpr bool kNarrow = true;
+  static float widenFloat(fp8e5m2_t x) { return fp8e5m2ToFloat(x); }
+  static fp8e5m2_t narrow(float x) { return floatToFp8e5m2(x); }
 };
 
 // The code (exponent << kMant | mantissa) of the magnitude a (double bits,
@@ -95,6 +115,18 @@ inline uint64_t roundMagnitude(uint64_t a, bool* tie) {
   *tie = isNormal ? low == kHalf : subLow == subHalf;
   const uint64_t over = F::kInfCode != 0 ? F::kInfCode : F::kMaxCode;
   return code > F::kMaxCode ? over : code;
+}
+
+// Whether float arithmetic runs in IEEE's default mode here: round to
+// nearest, subnormals neither flushed nor read as zero (x86: MXCSR's RC, FTZ
+// and DAZ clear). The float-lane path of the narrow types needs it: bf16
+// subnormals are float subnormals. (Their widening to double is immune.)
+inline bool defaultFloatMode() {
+#if defined(__x86_64__) || defined(__i386__)
+  return (_mm_getcsr() & 0xe040u) == 0;
+#else
+  return true;
+#endif
 }
 
 // T's bits for a sign (0 or 1) and a magnitude code.

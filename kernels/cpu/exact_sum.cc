@@ -15,6 +15,11 @@
 // summed with TwoSum, and a zero flag there means hi + lo is the exact sum,
 // which one IEEE addition rounds once.
 // float64 AVG of such a pair is rounded once by averageDoubleDouble.
+// The narrow types (f16, bf16, fp8) first try the same in float (floatBlock):
+// TwoSum is error-free in float too, so a zero flag proves the float holds
+// S, which ops.h's conversion rounds once (AVG: a float quotient rounded to
+// odd first); where e4m3's range fits in float (n <= 64) the check is
+// skipped. Elements the float path cannot prove go to the double path.
 // Any element with a nonzero flag, a non-finite sum (NaN, infinities,
 // overflow), or (float64 AVG with lo != 0) |hi + lo| < 2^-900, goes to the
 // slow path.
@@ -189,6 +194,89 @@ T fixTie(double sum, double n) {
   return fromCode<T>(b >> 63, roundMagnitude<T>(b & ~kSignMask, &tie));
 }
 
+// The double path for the block [i, i + m) into out (dst untouched): sums,
+// one rounding, the midpoint fix, and the slow path for flagged elements,
+// whose number is added to *slow.
+template <typename T>
+__attribute__((always_inline)) inline void doubleBlock(const void* const* srcs, int nsrc, size_t i,
+                                                       size_t m, bool check, bool average, double n,
+                                                       Scratch& s, T* out, uint64_t* slow) {
+  sumBlock<T>(srcs, nsrc, i, m, check, s);
+  roundBlock<T>(m, average, n, s, out);
+  uint64_t any = 0;
+  for (size_t j = 0; j < m; ++j) any |= s.flag[j];
+  if constexpr (!std::is_same<T, double>::value) {
+    for (size_t j = 0; j < m; ++j) any |= static_cast<uint64_t>(s.tie[j]);
+  }
+  if (any != 0) {
+    for (size_t j = 0; j < m; ++j) {
+      if (s.flag[j] != 0) {
+        out[j] = slowElement<T>(srcs, nsrc, i + j, average);
+        ++*slow;
+      } else if constexpr (!std::is_same<T, double>::value) {
+        if (s.tie[j]) out[j] = fixTie<T>(s.hi[j], n);
+      }
+    }
+  }
+}
+
+// TwoSum in float: s + e == a + x exactly when s is finite.
+#define WEFT_TWO_SUM_F(a, x, s, e)     \
+  do {                                 \
+    s = (a) + (x);                     \
+    const float bb_ = s - (a);         \
+    e = ((a) - (s - bb_)) + ((x)-bb_); \
+  } while (0)
+
+// The narrow types' float path for the block [i, i + m) into out: widen to
+// float, add in order (with TwoSum's error bits OR-ed into flag where
+// `check`), round once; flag is nonzero where the float sum is not proven
+// exact or not finite (those elements are redone by the double path).
+// AVG: q = RN24(S / n), rounded to odd at 24 bits with the exact residual
+// S - q n (exact in double: q n has at most 49 bits), then rounded to T:
+// correct for T's precision <= 22 (docs/reproducibility.md). n <= 2^24.
+template <typename T>
+__attribute__((always_inline)) inline void floatBlock(const void* const* srcs, int nsrc, size_t i,
+                                                      size_t m, bool check, bool average, float* hi,
+                                                      uint32_t* flag, T* out) {
+  using F = Format<T>;
+  const T* s0 = static_cast<const T*>(srcs[0]) + i;
+  for (size_t j = 0; j < m; ++j) {
+    hi[j] = F::widenFloat(s0[j]);
+    flag[j] = 0;
+  }
+  for (int k = 1; k < nsrc; ++k) {
+    const T* sk = static_cast<const T*>(srcs[k]) + i;
+    if (check) {
+      for (size_t j = 0; j < m; ++j) {
+        const float a = hi[j], x = F::widenFloat(sk[j]);
+        float sum, e;
+        WEFT_TWO_SUM_F(a, x, sum, e);
+        hi[j] = sum;
+        flag[j] |= floatBits(e) << 1;
+      }
+    } else {
+      for (size_t j = 0; j < m; ++j) hi[j] += F::widenFloat(sk[j]);
+    }
+  }
+  const float nf = static_cast<float>(nsrc);
+  const double n = static_cast<double>(nsrc);
+  for (size_t j = 0; j < m; ++j) {
+    const float sum = hi[j];
+    flag[j] |= (floatBits(sum) & 0x7f800000u) == 0x7f800000u ? 1 : 0;
+    float q = sum;
+    if (average) {
+      q = sum / nf;
+      const double r = static_cast<double>(sum) - static_cast<double>(q) * n;  // exact
+      const uint32_t b = floatBits(q);
+      // Towards S / n (the magnitude grows when r has q's sign) when inexact and even.
+      const uint32_t step = (r > 0.0) == ((b >> 31) == 0) ? 1u : ~0u;
+      q = bitsFloat(b + (r != 0.0 && (b & 1) == 0 ? step : 0u));
+    }
+    out[j] = F::narrow(q);
+  }
+}
+
 template <typename T>
 __attribute__((always_inline)) inline void exactSumBody(void* dst, const void* const* srcs,
                                                         int nsrc, size_t begin, size_t count,
@@ -199,26 +287,40 @@ __attribute__((always_inline)) inline void exactSumBody(void* dst, const void* c
   const double n = static_cast<double>(nsrc);
   Scratch s;
   T out[kBlock];
-  uint64_t slow = 0;
+  uint64_t slow = 0, floatFast = 0;
+  if constexpr (F::kNarrow) {
+    constexpr int kFloatSources = F::kSpanBits >= 24 ? 0 : 24 - F::kSpanBits;  // log2
+    const bool checkF = kFloatSources == 0 || nsrc > (int64_t{1} << kFloatSources);
+    if (nsrc <= (1 << 24) && defaultFloatMode()) {
+      float hi[kBlock];
+      uint32_t flag[kBlock];
+      for (size_t i = begin; i < count; i += kBlock) {
+        const size_t m = count - i < kBlock ? count - i : kBlock;
+        floatBlock<T>(srcs, nsrc, i, m, checkF, average, hi, flag, out);
+        uint32_t any = 0;
+        for (size_t j = 0; j < m; ++j) any |= flag[j];
+        size_t redone = 0;
+        if (any != 0) {
+          for (size_t j = 0; j < m; ++j) {
+            if (flag[j] != 0) {
+              doubleBlock<T>(srcs, nsrc, i + j, 1, check, average, n, s, out + j, &slow);
+              ++redone;
+            }
+          }
+        }
+        floatFast += m - redone;
+        // Every source's block is read before dst's is written: dst may be any source.
+        std::memcpy(static_cast<T*>(dst) + i, out, m * sizeof(T));
+      }
+      counters.fast += count - begin - slow;
+      counters.slow += slow;
+      counters.floatFast += floatFast;
+      return;
+    }
+  }
   for (size_t i = begin; i < count; i += kBlock) {
     const size_t m = count - i < kBlock ? count - i : kBlock;
-    sumBlock<T>(srcs, nsrc, i, m, check, s);
-    roundBlock<T>(m, average, n, s, out);
-    uint64_t any = 0;
-    for (size_t j = 0; j < m; ++j) any |= s.flag[j];
-    if constexpr (!std::is_same<T, double>::value) {
-      for (size_t j = 0; j < m; ++j) any |= static_cast<uint64_t>(s.tie[j]);
-    }
-    if (any != 0) {
-      for (size_t j = 0; j < m; ++j) {
-        if (s.flag[j] != 0) {
-          out[j] = slowElement<T>(srcs, nsrc, i + j, average);
-          ++slow;
-        } else if constexpr (!std::is_same<T, double>::value) {
-          if (s.tie[j]) out[j] = fixTie<T>(s.hi[j], n);
-        }
-      }
-    }
+    doubleBlock<T>(srcs, nsrc, i, m, check, average, n, s, out, &slow);
     // Every source's block is read before dst's is written: dst may be any source.
     std::memcpy(static_cast<T*>(dst) + i, out, m * sizeof(T));
   }

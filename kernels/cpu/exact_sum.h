@@ -27,12 +27,15 @@ namespace weft {
 bool exactSumHost(void* dst, const void* const* srcs, int nsrc, size_t count, weft_datatype_t dt,
                   bool average);
 
-// Elements this thread's calls finished on the fast path (a double sum that
-// was exact) and on the exact slow path (the superaccumulator). For tests
-// and benchmarks: a regression to "always slow" shows here.
+// Elements this thread's calls finished on a fast path (a float or double
+// sum that was exact) and on the exact slow path (the superaccumulator);
+// floatFast counts those of `fast` that the narrow types (f16, bf16, fp8)
+// finished in float lanes, without the double path. For tests and
+// benchmarks: a regression to "always slow" shows here.
 struct ExactSumCounters {
   uint64_t fast = 0;
   uint64_t slow = 0;
+  uint64_t floatFast = 0;
 };
 ExactSumCounters& exactSumCounters();
 

@@ -408,6 +408,31 @@ TEST_CASE("exactSumHost hand-picked cases", "[kernels][exact]") {
     CHECK(run(WEFT_BFLOAT16, {4.0, 1.0, 0x1.4p-6, 0x1p-100, 0.0}, true) == 0x3f81u);
     CHECK(run(WEFT_BFLOAT16, {4.0, 1.0, 0x1.4p-6, -0x1p-100, 0.0}, true) == 0x3f80u);
     CHECK(run(WEFT_BFLOAT16, {-4.0, -1.0, -0x1.4p-6, -0x1p-100, 0.0}, true) == 0xbf81u);
+    // AVG where the float quotient RN24(S / n) is a midpoint of the format
+    // but S / n is not (the float path's round-to-odd step decides; it needs
+    // n > 2^(23 - p), docs/reproducibility.md): f16, n = 8193, q = 1 + 2^-11,
+    // S = 8197 (+ 2^-10) just below (above) q n.
+    // 17 copies: a vector group and the portable tail.
+    auto many = [](weft_datatype_t dt, size_t ones, std::vector<double> rest) {
+      std::vector<double> vals(ones, 1.0);
+      vals.insert(vals.end(), rest.begin(), rest.end());
+      const size_t es = datatypeSize(dt), count = 17;
+      Sources s(vals.size(), std::vector<uint8_t>(count * es));
+      for (size_t k = 0; k < vals.size(); ++k) {
+        for (size_t i = 0; i < count; ++i) storeBits(dt, s[k].data() + i * es, toType(dt, vals[k]));
+      }
+      auto p = pointers(s);
+      std::vector<uint8_t> d(count * es);
+      REQUIRE(exactSumHost(d.data(), p.data(), static_cast<int>(vals.size()), count, dt, true));
+      for (size_t i = 1; i < count; ++i)
+        CHECK(loadBits(dt, d.data() + i * es) == loadBits(dt, d.data()));
+      return loadBits(dt, d.data());
+    };
+    CHECK(many(WEFT_FLOAT16, 8190, {7.0, 0.0, 0.0}) == 0x3c00u);
+    CHECK(many(WEFT_FLOAT16, 8190, {7.0, 0x1p-10, 0.0}) == 0x3c01u);
+    // bf16, n = 65537, q = 1 + 2^-8, S = 65793 (+ 2^-7).
+    CHECK(many(WEFT_BFLOAT16, 65534, {256.0, 3.0, 0.0}) == 0x3f80u);
+    CHECK(many(WEFT_BFLOAT16, 65534, {256.0, 3.0, 0x1p-7}) == 0x3f81u);
     CHECK(run(WEFT_FLOAT32, {4.0, 1.0, 0x1.4p-22, 0.0, 0.0}, true) == 0x3f800000u);
     CHECK(run(WEFT_FLOAT32, {4.0, 1.0, 0x1.4p-22, 0x1p-140, 0.0}, true) == 0x3f800001u);
     CHECK(run(WEFT_FLOAT32, {4.0, 1.0, 0x1.4p-22, -0x1p-140, 0.0}, true) == 0x3f800000u);
@@ -500,6 +525,67 @@ TEST_CASE("exactSumHost takes the fast path on typical data", "[kernels][exact]"
         INFO(isaName(isa) << " " << datatypeName(dt) << " avg=" << average);
         CHECK(c.fast + c.slow - before.fast - before.slow == count);
         CHECK(c.slow - before.slow <= count / 100);
+      }
+    }
+  }
+}
+
+// The narrow types' three paths, each reached on purpose and checked against
+// MPFR: the float lanes (typical data), the double path (a float sum that is
+// not exact, a double sum that is: 25 to 34 bits of spread; e4m3 needs more
+// than 64 sources for that), and the slow path (bf16: a spread beyond 53
+// bits; the others: a NaN). Counts of 37 cross the vector groups' edge.
+TEST_CASE("exactSumHost narrow types reach the float - double and slow paths", "[kernels][exact]") {
+  const struct {
+    weft_datatype_t dt;
+    double big, small;          // big + small: inexact in float, exact in double
+    double slowBig, slowSmall;  // 0: a NaN instead
+  } cases[] = {{WEFT_BFLOAT16, 1.0, 0x1p-30, 0x1p100, 0x1p-100},
+               {WEFT_FLOAT16, 1024.0, 0x1p-24, 0, 0},
+               {WEFT_FP8_E4M3, 448.0, 0x1p-9, 0, 0},
+               {WEFT_FP8_E5M2, 57344.0, 0x1p-16, 0, 0}};
+  for (cpu::HostIsa isa : supportedIsas()) {
+    IsaGuard g(isa);
+    std::mt19937_64 rng(17);
+    for (const auto& c : cases) {
+      const size_t es = datatypeSize(c.dt), count = 37;
+      const RefFormat f = refFormat(c.dt);
+      for (bool average : {false, true}) {
+        for (int path = 0; path < 3; ++path) {
+          const int nsrc = path == 1 && c.dt == WEFT_FP8_E4M3 ? 100 : 3;
+          Sources s;
+          if (path == 0) {
+            s = makeSources(c.dt, nsrc, count, Pattern::kNormal, rng);
+          } else {
+            s.assign(nsrc, std::vector<uint8_t>(count * es, 0));
+            for (size_t i = 0; i < count; ++i) {
+              const double sign = rng() % 2 ? -1.0 : 1.0;
+              const double big = path == 1 ? c.big : c.slowBig;
+              const double small = path == 1 ? c.small : c.slowSmall;
+              // The small value at a random source, big ones at the others but one.
+              const int at = static_cast<int>(rng() % nsrc);
+              for (int k = 0; k < nsrc; ++k) {
+                uint64_t b = k == at                            ? toType(c.dt, sign * small)
+                             : k == (at + 1) % nsrc && nsrc > 3 ? 0
+                                                                : toType(c.dt, sign * big);
+                if (big == 0 && k == at) b = f.nanBits;
+                storeBits(c.dt, s[k].data() + i * es, b);
+              }
+            }
+          }
+          INFO(isaName(isa) << " " << datatypeName(c.dt) << " avg=" << average << " path=" << path);
+          auto p = pointers(s);
+          std::vector<uint8_t> d(count * es);
+          ExactSumCounters& cnt = exactSumCounters();
+          const ExactSumCounters before = cnt;
+          REQUIRE(exactSumHost(d.data(), p.data(), nsrc, count, c.dt, average));
+          const uint64_t inFloat = cnt.floatFast - before.floatFast;
+          const uint64_t fast = cnt.fast - before.fast, slow = cnt.slow - before.slow;
+          CHECK(fast + slow == count);
+          CHECK(inFloat == (path == 0 ? count : 0));
+          CHECK(slow == (path == 2 ? count : 0));
+          checkAgainstReference(c.dt, s, count, average, rng);
+        }
       }
     }
   }
