@@ -37,6 +37,7 @@
 
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/exact_format.h"
+#include "kernels/cpu/fp_mode.h"
 
 namespace weft {
 namespace exact {
@@ -384,6 +385,7 @@ bool exactSumHost(void* dst, const void* const* srcs, int nsrc, size_t count, we
   if (dt < 0 || dt >= WEFT_NUM_DATATYPES || nsrc < 1) return false;
   const cpu::ExactSumFn f = cpu::activeHostKernels().exactSum[dt];
   if (f == nullptr) return false;
+  const DefaultFloatMode ieee;  // the proofs assume it (fp_mode.h)
   f(dst, srcs, nsrc, count, average, exactSumCounters());
   return true;
 }

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/cpu/exact_sum.h"
+#include "kernels/cpu/fp_mode.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/ops.h"
 
@@ -48,6 +49,7 @@ bool orderSensitive(weft_datatype_t dt, weft_op_t op) {
 void foldHost(void* dst, const void* const* srcs, int n, size_t count, weft_datatype_t dt,
               weft_op_t op, bool exact) {
   if (count == 0 || n < 1) return;
+  const DefaultFloatMode ieee;  // the same bits whatever mode the caller's thread set
   if (exact && (op == WEFT_SUM || op == WEFT_AVG) &&
       exactSumHost(dst, srcs, n, count, dt, op == WEFT_AVG))
     return;  // (not a float type: the fold below, which is order-free)
