@@ -2,7 +2,6 @@
 #include "algo/algo_rules.h"
 
 #include <cctype>
-#include <cerrno>
 #include <cstdlib>
 #include <utility>
 
@@ -73,8 +72,8 @@ struct Clause {
     return invalidArgument("WEFT_ALGO clause \"" + text + "\": " + what);
   }
 
-  // One size bound: parseBytes syntax, checked for a leading digit (parseBytes
-  // would take "-1" or " 1") and overflow; "inf" only as an upper bound.
+  // One size bound: parseBytes syntax (digits only, overflow refused);
+  // "inf" only as an upper bound.
   Status size(const std::string& raw, bool upper, size_t* out) const {
     const std::string tok = lower(trim(raw));
     if (tok == "inf") {
@@ -85,19 +84,17 @@ struct Clause {
     const char* what =
         "; expected a size in bytes such as 0, 4096, 16K, 4M or 1G (or inf as the upper bound)";
     size_t b = 0;
-    if (tok.empty() || !isdigit(static_cast<unsigned char>(tok[0])) || !parseBytes(tok, &b))
-      return error("\"" + trim(raw) + "\" is not a size" + what);
-    errno = 0;
-    char* end = nullptr;
-    unsigned long long digits = strtoull(tok.c_str(), &end, 10);
-    unsigned long long mul = 1;
-    if (*end == 'k') mul = 1ull << 10;
-    if (*end == 'm') mul = 1ull << 20;
-    if (*end == 'g') mul = 1ull << 30;
-    if (errno == ERANGE || digits > SIZE_MAX / mul)
-      return error("\"" + trim(raw) + "\" is too large" + what);
-    *out = b;
-    return Status::ok();
+    if (parseBytes(tok, &b)) {
+      *out = b;
+      return Status::ok();
+    }
+    // parseBytes refuses garbage and overflow alike: tell them apart.
+    const size_t unitAt = tok.find_first_not_of("0123456789");
+    const std::string unit = unitAt == std::string::npos ? "" : tok.substr(unitAt);
+    const bool wellFormed = unitAt != 0 && !tok.empty() &&
+                            (unit.empty() || unit == "k" || unit == "m" || unit == "g" ||
+                             unit == "kb" || unit == "mb" || unit == "gb");
+    return error("\"" + trim(raw) + (wellFormed ? "\" is too large" : "\" is not a size") + what);
   }
 
   Status algo(const std::string& raw, Algo* out) const {

@@ -22,7 +22,8 @@ inline double nowSeconds() { return static_cast<double>(nowNs()) * 1e-9; }
 
 class Deadline {
  public:
-  explicit Deadline(double seconds) : end_(nowNs() + static_cast<uint64_t>(seconds * 1e9)) {}
+  // NaN or seconds <= 0: already expired; past the clock's range: never.
+  explicit Deadline(double seconds) : end_(endNs(seconds)) {}
   bool expired() const { return nowNs() >= end_; }
   // Milliseconds left, clamped to [0, INT32_MAX], for poll().
   int remainingMs() const {
@@ -33,6 +34,14 @@ class Deadline {
   }
 
  private:
+  static uint64_t endNs(double seconds) {
+    const uint64_t now = nowNs();
+    if (!(seconds > 0)) return now;
+    const double ns = seconds * 1e9;  // +inf stays +inf
+    if (ns >= static_cast<double>(UINT64_MAX - now)) return UINT64_MAX;
+    return now + static_cast<uint64_t>(ns);
+  }
+
   uint64_t end_;
 };
 

@@ -1,5 +1,6 @@
 #include "core/config.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -11,13 +12,18 @@ extern char** environ;
 namespace weft {
 namespace {
 
+constexpr double kMaxSeconds = 1e9;  // 31 years
+
 double envDouble(const char* name, double def) {
   const char* v = getenv(name);
   if (!v || !*v) return def;
   char* end = nullptr;
   double d = strtod(v, &end);
-  if (*end || d <= 0) {
-    WEFT_WARN(kInit, "ignoring %s=%s: not a positive number", name, v);
+  // NaN and inf too; the bound keeps every seconds-to-nanoseconds
+  // conversion of a time read here (deadlines, telemetry) within 64 bits.
+  if (*end || !(d > 0) || !(d <= kMaxSeconds)) {
+    WEFT_WARN(kInit, "ignoring %s=%s: not a positive number of seconds up to %g", name, v,
+              kMaxSeconds);
     return def;
   }
   return d;
@@ -54,23 +60,30 @@ std::string envStr(const char* name) {
 }  // namespace
 
 bool parseBytes(const std::string& s, size_t* out) {
-  if (s.empty()) return false;
-  char* end = nullptr;
-  unsigned long long x = strtoull(s.c_str(), &end, 10);
-  if (end == s.c_str()) return false;
-  unsigned long long mul = 1;
-  if (*end) {
-    switch (*end) {
-      case 'k': case 'K': mul = 1ull << 10; break;
-      case 'm': case 'M': mul = 1ull << 20; break;
-      case 'g': case 'G': mul = 1ull << 30; break;
+  // Digits only: strtoull alone would take " 4", "+4" and "-1" (as
+  // 2^64 - 1), stop at an embedded NUL, and saturate on overflow.
+  size_t i = 0;
+  size_t x = 0;
+  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
+    const size_t d = static_cast<size_t>(s[i] - '0');
+    if (x > (SIZE_MAX - d) / 10) return false;
+    x = x * 10 + d;
+  }
+  if (i == 0) return false;
+  int shift = 0;
+  if (i < s.size()) {
+    switch (s[i]) {
+      case 'k': case 'K': shift = 10; break;
+      case 'm': case 'M': shift = 20; break;
+      case 'g': case 'G': shift = 30; break;
       default: return false;
     }
-    ++end;
-    if (*end == 'B' || *end == 'b') ++end;
-    if (*end) return false;
+    ++i;
+    if (i < s.size() && (s[i] == 'B' || s[i] == 'b')) ++i;
+    if (i != s.size()) return false;
   }
-  *out = static_cast<size_t>(x * mul);
+  if (x > (SIZE_MAX >> shift)) return false;  // the unit would overflow
+  *out = x << shift;
   return true;
 }
 

@@ -112,8 +112,10 @@ bool Address::unpack(const void* in32, Address* out) {
   uint16_t p = static_cast<uint16_t>((in[2] << 8) | in[3]);
   if (in[1] != 0) return false;
   if (in[0] == kTagV4) {
-    for (size_t i = 16; i < kPackedSize; ++i)
-      if (in[i] != 0) return false;
+    // Bytes 4..11 (v6's scope and flow) and 16.. are zero: one encoding per
+    // address, as pack() writes it.
+    for (size_t i = 4; i < kPackedSize; ++i)
+      if (in[i] != 0 && (i < 12 || i >= 16)) return false;
     auto* sin = reinterpret_cast<sockaddr_in*>(&a.ss);
     sin->sin_family = AF_INET;
     sin->sin_port = htons(p);

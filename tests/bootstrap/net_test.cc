@@ -92,6 +92,15 @@ TEST_CASE("address: names and bad input") {
   CHECK_FALSE(Address::unpack(junk, &a));  // empty
   junk[0] = 5;
   CHECK_FALSE(Address::unpack(junk, &a));  // unknown family
+
+  // An IPv4 address has one encoding: the bytes v6 uses for scope and flow
+  // are zero (tests/fuzz/corpus/unique_id/crash-v4-noncanonical).
+  REQUIRE(Address::parse("10.0.0.1:80", &a).isOk());
+  unsigned char v4[Address::kPackedSize];
+  a.pack(v4);
+  REQUIRE(Address::unpack(v4, &a));
+  v4[4] = 5;
+  CHECK_FALSE(Address::unpack(v4, &a));
 }
 
 TEST_CASE("interfaces: WEFT_SOCKET_IFNAME syntax") {

@@ -62,6 +62,26 @@ size_t segmentBytes(uint32_t slots, size_t slotBytes) {
          static_cast<size_t>(slots) * roundUp(sizeof(SlotHeader) + slotBytes, kCacheLine);
 }
 
+std::string layoutProblem(const FifoHeader& h, int src, int dst, size_t mapped) {
+  if (h.version != kSegVersion) return strFormat("version %u, not %u", h.version, kSegVersion);
+  if (h.src != src || h.dst != dst)
+    return strFormat("FIFO %d->%d, not %d->%d", h.src, h.dst, src, dst);
+  if (h.slots == 0) return "no slots";
+  // Every slot within the mapping, computed without overflow: the header
+  // comes from another process, and slot(i) trusts slotStride.
+  if (h.slotBytes > mapped || mapped < sizeof(FifoHeader))
+    return strFormat("slots of %llu bytes in %zu bytes",
+                     static_cast<unsigned long long>(h.slotBytes), mapped);
+  const size_t stride = roundUp(sizeof(SlotHeader) + h.slotBytes, kCacheLine);
+  if (h.slotStride != stride)
+    return strFormat("slot stride %llu, not %zu", static_cast<unsigned long long>(h.slotStride),
+                     stride);
+  if (h.slots > (mapped - sizeof(FifoHeader)) / stride)
+    return strFormat("%u slots of %llu bytes exceed %zu bytes", h.slots,
+                     static_cast<unsigned long long>(h.slotBytes), mapped);
+  return "";
+}
+
 Status Segment::create(const std::string& name, int src, int dst, uint32_t slots,
                        size_t slotBytes) {
   close();
@@ -163,13 +183,11 @@ Status Segment::open(const std::string& name, int src, int dst, bool* missing) {
     return Status::ok();
   }
   std::atomic_thread_fence(std::memory_order_acquire);
-  if (h->version != kSegVersion || h->src != src || h->dst != dst || h->slots == 0 ||
-      size_ < segmentBytes(h->slots, h->slotBytes)) {
+  std::string why = layoutProblem(*h, src, dst, size_);
+  if (!why.empty()) {
     Status st(WEFT_ERR_INTERNAL,
-              strFormat("shm transport: segment %s has an unexpected layout (version %u, "
-                        "%d->%d, %u slots of %llu bytes, %zu bytes)",
-                        name.c_str(), h->version, h->src, h->dst, h->slots,
-                        static_cast<unsigned long long>(h->slotBytes), size_));
+              strFormat("shm transport: segment %s has an unexpected layout (%s)", name.c_str(),
+                        why.c_str()));
     close();
     return st;
   }

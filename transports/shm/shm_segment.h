@@ -105,6 +105,10 @@ std::string segmentName(uint64_t secret, uint64_t commId, int src, int dst);
 // The common prefix of every segment of one communicator ("/weft-<hash>-").
 std::string segmentPrefix(uint64_t secret, uint64_t commId);
 size_t segmentBytes(uint32_t slots, size_t slotBytes);
+// Why a sender cannot use the header `h` of a segment of `mapped` bytes as
+// the FIFO src->dst ("" when it can): version, ranks, and every slot (at
+// h.slotStride apart, h.slotBytes of payload) inside the mapping.
+std::string layoutProblem(const FifoHeader& h, int src, int dst, size_t mapped);
 
 // One mapped segment. The creator unlinks it (unlink(), or close() at the
 // latest); close() also unmaps.
