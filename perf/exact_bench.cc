@@ -26,20 +26,6 @@ using namespace weft;
 
 namespace {
 
-size_t elemSize(weft_datatype_t dt) {
-  switch (dt) {
-    case WEFT_FLOAT64:
-      return 8;
-    case WEFT_FLOAT32:
-      return 4;
-    case WEFT_FLOAT16:
-    case WEFT_BFLOAT16:
-      return 2;
-    default:
-      return 1;
-  }
-}
-
 void store(weft_datatype_t dt, uint8_t* p, double x) {
   switch (dt) {
     case WEFT_FLOAT64:
@@ -113,7 +99,7 @@ int main(int argc, char** argv) {
   std::normal_distribution<double> normal(0.0, 1.0);
   for (const auto& t : types) {
     if (argc > 4 && std::strcmp(argv[4], t.name) != 0) continue;
-    const size_t es = elemSize(t.dt);
+    const size_t es = datatypeSize(t.dt);
     for (int n : {2, 4, 8}) {
       std::vector<std::vector<uint8_t>> src(n, std::vector<uint8_t>(count * es));
       for (auto& s : src) {

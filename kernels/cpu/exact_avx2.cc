@@ -521,6 +521,27 @@ WEFT_AVX2_INL uint32_t groupFloat(const void* const* srcs, int nsrc, size_t i, b
   return mask;
 }
 
+// The end of one block of m elements at element i: the lanes `redo` flags
+// (a bit per lane, a word per group of G) go to the slow path; then the
+// block is stored. Every source's block was read before dst's is written,
+// so dst may be any source. Returns the elements redone.
+template <typename T, size_t G>
+uint64_t finishBlock(void* dst, const void* const* srcs, int nsrc, size_t i, size_t m,
+                     bool average, const uint32_t* redo, uint32_t any, T* out) {
+  uint64_t slow = 0;
+  if (any != 0) {
+    for (size_t j = 0; j < m; j += G) {
+      for (uint32_t r = redo[j / G]; r != 0; r &= r - 1) {
+        const size_t e = j + static_cast<size_t>(__builtin_ctz(r));
+        out[e] = slowElement<T>(srcs, nsrc, i + e, average);
+        ++slow;
+      }
+    }
+  }
+  std::memcpy(static_cast<T*>(dst) + i, out, m * sizeof(T));
+  return slow;
+}
+
 template <typename T, bool kCheck>
 WEFT_AVX2 void body(void* dst, const void* const* srcs, int nsrc, size_t count, bool average,
                     ExactSumCounters& counters) {
@@ -540,17 +561,7 @@ WEFT_AVX2 void body(void* dst, const void* const* srcs, int nsrc, size_t count, 
       redo[j / G] = group<T, kCheck>(srcs, nsrc, i + j, average, n, invN, out + j);
       any |= redo[j / G];
     }
-    if (any != 0) {
-      for (size_t j = 0; j < m; j += G) {
-        for (uint32_t r = redo[j / G]; r != 0; r &= r - 1) {
-          const size_t e = j + static_cast<size_t>(__builtin_ctz(r));
-          out[e] = slowElement<T>(srcs, nsrc, i + e, average);
-          ++slow;
-        }
-      }
-    }
-    // Every source's block is read before dst's is written: dst may be any source.
-    std::memcpy(static_cast<T*>(dst) + i, out, m * sizeof(T));
+    slow += finishBlock<T, G>(dst, srcs, nsrc, i, m, average, redo, any, out);
   }
   counters.fast += whole - slow;
   counters.slow += slow;
@@ -585,17 +596,7 @@ WEFT_AVX2 void bodyFloat(void* dst, const void* const* srcs, int nsrc, size_t co
       redo[j / G] = r;
       any |= r;
     }
-    if (any != 0) {
-      for (size_t j = 0; j < m; j += G) {
-        for (uint32_t r = redo[j / G]; r != 0; r &= r - 1) {
-          const size_t e = j + static_cast<size_t>(__builtin_ctz(r));
-          out[e] = slowElement<T>(srcs, nsrc, i + e, average);
-          ++slow;
-        }
-      }
-    }
-    // Every source's block is read before dst's is written: dst may be any source.
-    std::memcpy(static_cast<T*>(dst) + i, out, m * sizeof(T));
+    slow += finishBlock<T, G>(dst, srcs, nsrc, i, m, average, redo, any, out);
   }
   counters.fast += whole - slow;
   counters.slow += slow;

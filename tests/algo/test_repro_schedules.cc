@@ -10,6 +10,7 @@
 
 #include "algo/select.h"
 #include "algo/simulator.h"
+#include "kernels/cpu/reduce.h"
 #include "repro/repro_ref.h"
 
 using namespace weft;
@@ -91,7 +92,7 @@ TEST_CASE("repro schedules: direct, fold and gather_fold give the ordered fold b
             c.n = n;
             const size_t counts[] = {1, static_cast<size_t>(n + 1), 37, 203};
             c.count = counts[turn % 4];
-            const size_t elt = repro::eltSize(dt);
+            const size_t elt = datatypeSize(dt);
             const size_t chunks[] = {elt, 3 * elt, 64, 1 << 20};
             c.chunk = chunks[(turn / 2) % 4];
             c.slots = 1 + turn % 3;

@@ -18,20 +18,6 @@ namespace repro {
 inline const weft_datatype_t kFloatTypes[] = {WEFT_FLOAT32,  WEFT_FLOAT64,  WEFT_FLOAT16,
                                               WEFT_BFLOAT16, WEFT_FP8_E4M3, WEFT_FP8_E5M2};
 
-inline size_t eltSize(weft_datatype_t dt) {
-  switch (dt) {
-    case WEFT_FLOAT64:
-      return 8;
-    case WEFT_FLOAT32:
-      return 4;
-    case WEFT_FLOAT16:
-    case WEFT_BFLOAT16:
-      return 2;
-    default:
-      return 1;
-  }
-}
-
 // A finite value of T from a double, through the type's own rounding.
 template <typename T>
 T fromDouble(double x) {
