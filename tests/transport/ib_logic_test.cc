@@ -57,8 +57,8 @@ TEST_CASE("ib: WEFT_IB_HCA parses like NCCL_IB_HCA", "[transport][ibverbs]") {
   CHECK(hcaAllowed(s, "mlx5_2", 2));
   CHECK(hcaAllowed(s, "mlx5_20", 1));
 
-  for (const char* bad :
-       {"^", "=", "mlx5_0:", "mlx5_0:x", "mlx5_0:0", ",mlx5_0", "mlx5_0,,a", ":1"}) {
+  for (const char* bad : {"^", "=", "mlx5_0:", "mlx5_0:x", "mlx5_0:0", ",mlx5_0", "mlx5_0,,a", ":1",
+                          "mlx5_0:+1", "mlx5_0: 1", "mlx5_0:256"}) {
     INFO(bad);
     Status st = parseHcaSpec(bad, &s);
     CHECK(st.code() == WEFT_ERR_INVALID_ARGUMENT);

@@ -1,7 +1,5 @@
 #include "transports/ibverbs/hca_spec.h"
 
-#include <cstdlib>
-
 namespace weft {
 namespace ib {
 
@@ -26,7 +24,8 @@ Status parseHcaSpec(const std::string& text, HcaSpec* out) {
   size_t start = 0;
   while (start <= list.size()) {
     size_t comma = list.find(',', start);
-    std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string item =
+        list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     HcaEntry e;
     size_t colon = item.find(':');
     e.name = item.substr(0, colon);
@@ -34,10 +33,19 @@ Status parseHcaSpec(const std::string& text, HcaSpec* out) {
       return invalidArgument("WEFT_IB_HCA=" + text + ": empty device name in '" + item + "'");
     if (colon != std::string::npos) {
       std::string port = item.substr(colon + 1);
-      char* end = nullptr;
-      long p = strtol(port.c_str(), &end, 10);
-      if (port.empty() || *end || p < 1 || p > 255)
-        return invalidArgument("WEFT_IB_HCA=" + text + ": bad port '" + port + "' in '" + item + "'");
+      // Decimal digits only: strtol would also take " 1", "+1" and "1\0junk".
+      bool digits = !port.empty();
+      long p = 0;
+      for (char ch : port) {
+        if (ch < '0' || ch > '9') {
+          digits = false;
+          break;
+        }
+        if (p <= 255) p = p * 10 + (ch - '0');
+      }
+      if (!digits || p < 1 || p > 255)
+        return invalidArgument("WEFT_IB_HCA=" + text + ": bad port '" + port + "' in '" + item +
+                               "'");
       e.port = static_cast<int>(p);
     }
     spec.entries.push_back(e);

@@ -154,28 +154,8 @@ void Establisher::retryLater(Conn& c, const std::string& why) {
 
 // Why the hello in c.in is not acceptable, or "" when it is.
 std::string Establisher::checkHello(const Conn& c) const {
-  const Hello& h = c.in;
-  if (h.version != kWireVersion)
-    return strFormat("wire version %u, not %u", h.version, kWireVersion);
-  if (h.secret != ctx_.secret) return "wrong job secret";
-  if (h.commId != ctx_.commId) return "hello for another communicator";
-  if (h.nsocks != nsocks_)
-    return strFormat("it uses %d sockets per peer, this rank %d (WEFT_NSOCKS_PER_PEER differs)",
-                     h.nsocks, nsocks_);
-  if (h.sockIndex < 0 || h.sockIndex >= nsocks_)
-    return strFormat("bad socket index %d", h.sockIndex);
-  if (c.outgoing) {
-    if (h.rank != c.peer) return strFormat("answered as rank %d, expected rank %d", h.rank, c.peer);
-    if (h.sockIndex != c.sock)
-      return strFormat("answered for socket %d, not %d", h.sockIndex, c.sock);
-    return "";
-  }
-  if (h.rank < 0 || h.rank >= ctx_.rank ||
-      std::find(peers_.begin(), peers_.end(), h.rank) == peers_.end())
-    return strFormat("rank %d is not a rank that connects to rank %d", h.rank, ctx_.rank);
-  if ((*fds_)[h.rank][h.sockIndex] >= 0)
-    return strFormat("duplicate socket %d from rank %d", h.sockIndex, h.rank);
-  return "";
+  const HelloCheck want{ctx_.secret, ctx_.commId, ctx_.rank, nsocks_, c.outgoing, c.peer, c.sock};
+  return tcp::checkHello(c.in, want, peers_, *fds_);
 }
 
 void Establisher::handle(Conn& c, short revents) {
@@ -321,6 +301,36 @@ Status Establisher::run() {
 }
 
 }  // namespace
+
+std::string checkHello(const Hello& h, const HelloCheck& want, const std::vector<int>& peers,
+                       const std::vector<std::vector<int>>& fds) {
+  if (h.magic != kHelloMagic) return strFormat("garbage (magic 0x%08x)", h.magic);
+  if (h.version != kWireVersion)
+    return strFormat("wire version %u, not %u", h.version, kWireVersion);
+  if (h.secret != want.secret) return "wrong job secret";
+  if (h.commId != want.commId) return "hello for another communicator";
+  if (h.nsocks != want.nsocks)
+    return strFormat("it uses %d sockets per peer, this rank %d (WEFT_NSOCKS_PER_PEER differs)",
+                     h.nsocks, want.nsocks);
+  if (h.sockIndex < 0 || h.sockIndex >= want.nsocks)
+    return strFormat("bad socket index %d", h.sockIndex);
+  if (want.outgoing) {
+    if (h.rank != want.peer)
+      return strFormat("answered as rank %d, expected rank %d", h.rank, want.peer);
+    if (h.sockIndex != want.sock)
+      return strFormat("answered for socket %d, not %d", h.sockIndex, want.sock);
+    return "";
+  }
+  if (h.rank < 0 || h.rank >= want.rank || static_cast<size_t>(h.rank) >= fds.size() ||
+      std::find(peers.begin(), peers.end(), h.rank) == peers.end())
+    return strFormat("rank %d is not a rank that connects to rank %d", h.rank, want.rank);
+  const std::vector<int>& have = fds[h.rank];
+  if (static_cast<size_t>(h.sockIndex) >= have.size())
+    return strFormat("bad socket index %d", h.sockIndex);
+  if (have[h.sockIndex] >= 0)
+    return strFormat("duplicate socket %d from rank %d", h.sockIndex, h.rank);
+  return "";
+}
 
 Status establish(const TransportContext& ctx, int listenFd, const std::vector<int>& peers,
                  const std::vector<net::Address>& addrs, std::vector<std::vector<int>>* fds) {

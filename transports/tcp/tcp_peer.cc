@@ -185,22 +185,27 @@ Status TcpPeer::flushSend(Stream& s) {
 
 Status TcpPeer::checkHeader(const RecvPart& p, int sock) {
   const PartHeader& h = p.hdr;
-  if (h.magic != kDataMagic)
-    return fail(Status(WEFT_ERR_REMOTE,
-                       strFormat("garbage from rank %d (%s) on tcp stream %d to rank %d: bad "
-                                 "magic 0x%08x",
-                                 peer_, remote_.c_str(), sock, rank_, h.magic)));
-  if (h.tag != p.tag || h.msgLen != p.msgLen)
-    return fail(mismatchError("tcp", rank_, peer_,
-                              strFormat("rank %d (%s)", peer_, remote_.c_str()), p.op,
-                              {p.tag, p.msgLen}, {h.tag, h.msgLen}));
-  if (h.seq != static_cast<uint32_t>(p.op) || h.partLen != p.len)
-    return fail(Status(
-        WEFT_ERR_INTERNAL,
-        strFormat("tcp stream %d from rank %d (%s) to rank %d out of step: part of "
-                  "message #%u (%llu bytes) where #%u (%zu bytes) was expected",
-                  sock, peer_, remote_.c_str(), rank_, h.seq,
-                  static_cast<unsigned long long>(h.partLen), static_cast<uint32_t>(p.op), p.len)));
+  switch (checkPartHeader(h, p.tag, p.msgLen, p.op, p.len)) {
+    case HeaderFault::kNone:
+      break;
+    case HeaderFault::kMagic:
+      return fail(Status(WEFT_ERR_REMOTE,
+                         strFormat("garbage from rank %d (%s) on tcp stream %d to rank %d: bad "
+                                   "magic 0x%08x",
+                                   peer_, remote_.c_str(), sock, rank_, h.magic)));
+    case HeaderFault::kMismatch:
+      return fail(mismatchError("tcp", rank_, peer_,
+                                strFormat("rank %d (%s)", peer_, remote_.c_str()), p.op,
+                                {p.tag, p.msgLen}, {h.tag, h.msgLen}));
+    case HeaderFault::kOutOfStep:
+      return fail(
+          Status(WEFT_ERR_INTERNAL,
+                 strFormat("tcp stream %d from rank %d (%s) to rank %d out of step: part of "
+                           "message #%u (%llu bytes) where #%u (%zu bytes) was expected",
+                           sock, peer_, remote_.c_str(), rank_, h.seq,
+                           static_cast<unsigned long long>(h.partLen), static_cast<uint32_t>(p.op),
+                           p.len)));
+  }
   recvOps_[p.op - recvBase_].c->stamp = h.stamp;
   return Status::ok();
 }

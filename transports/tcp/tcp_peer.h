@@ -27,6 +27,23 @@
 namespace weft {
 namespace tcp {
 
+// What is wrong with the header of a part received where the receiver
+// expected part of message number `op` (tag `tag`, `msgLen` bytes in all)
+// with `partLen` bytes of payload (its own split, postRecv).
+enum class HeaderFault {
+  kNone,
+  kMagic,      // not a part header: garbage on the stream
+  kMismatch,   // the peer called another collective (tag or length differ)
+  kOutOfStep,  // another message or part than this stream expects
+};
+inline HeaderFault checkPartHeader(const PartHeader& h, uint64_t tag, uint64_t msgLen, uint64_t op,
+                                   size_t partLen) {
+  if (h.magic != kDataMagic) return HeaderFault::kMagic;
+  if (h.tag != tag || h.msgLen != msgLen) return HeaderFault::kMismatch;
+  if (h.seq != static_cast<uint32_t>(op) || h.partLen != partLen) return HeaderFault::kOutOfStep;
+  return HeaderFault::kNone;
+}
+
 class TcpPeer {
  public:
   // Takes ownership of `fds` (one per stream) and registers them in `epfd`

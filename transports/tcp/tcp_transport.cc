@@ -101,11 +101,7 @@ Status TcpTransport::connect(const std::vector<int>& peers, const std::vector<st
     if (p < 0 || p >= ctx_.nranks || p == ctx_.rank)
       return invalidArgument(
           strFormat("tcp transport: rank %d cannot connect to rank %d", ctx_.rank, p));
-    BlobReader in("tcp", blobs, p);
-    Blob b;
-    if (!in.get(&b) || !in.atEnd() || b.magic != kBlobMagic || b.version != kWireVersion ||
-        !net::Address::unpack(b.addr, &addrs[p]))
-      return in.bad();
+    WEFT_RETURN_IF_ERROR(decodeBlob(blobs, p, &addrs[p]));
   }
   epfd_ = epoll_create1(EPOLL_CLOEXEC);
   if (epfd_ < 0) return systemError("tcp transport: epoll_create1", errno);

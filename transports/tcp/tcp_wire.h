@@ -14,6 +14,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "net/socket.h"
+#include "transports/base/blob.h"
 
 namespace weft {
 namespace tcp {
@@ -52,6 +58,18 @@ struct Blob {
   unsigned char addr[32];  // net::Address::pack
 };
 static_assert(sizeof(Blob) == 40, "Blob layout");
+
+// Rank `rank`'s listening address from its blob among `blobs` (indexed by
+// rank): exactly one Blob of this magic and version with an address that
+// unpacks; otherwise BlobReader::bad().
+inline Status decodeBlob(const std::vector<std::string>& blobs, int rank, net::Address* addr) {
+  BlobReader in("tcp", blobs, rank);
+  Blob b;
+  if (!in.get(&b) || !in.atEnd() || b.magic != kBlobMagic || b.version != kWireVersion ||
+      !net::Address::unpack(b.addr, addr))
+    return in.bad();
+  return Status::ok();
+}
 
 // Messages are split only when each part gets at least this much.
 constexpr size_t kMinPartBytes = 64 << 10;
