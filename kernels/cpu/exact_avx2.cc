@@ -371,8 +371,8 @@ WEFT_AVX2_INL uint32_t group(const void* const* srcs, int nsrc, size_t i, bool a
 // block is stored. Every source's block was read before dst's is written,
 // so dst may be any source. Returns the elements redone.
 template <typename T, size_t G>
-uint64_t finishBlock(void* dst, const void* const* srcs, int nsrc, size_t i, size_t m,
-                     bool average, const uint32_t* redo, uint32_t any, T* out) {
+uint64_t finishBlock(void* dst, const void* const* srcs, int nsrc, size_t i, size_t m, bool average,
+                     const uint32_t* redo, uint32_t any, T* out) {
   uint64_t slow = 0;
   if (any != 0) {
     for (size_t j = 0; j < m; j += G) {
