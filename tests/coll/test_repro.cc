@@ -142,6 +142,10 @@ const Config kConfigs[] = {
      8,
      {"WEFT_TRANSPORTS=tcp", "WEFT_SOCKET_IFNAME=lo", "WEFT_ALGO=allreduce:gather_fold"},
      0},
+    {"ucx over tcp, WEFT_ALGO=ring",
+     3,
+     {"WEFT_TRANSPORTS=ucx", "UCX_TLS=tcp", "WEFT_ALGO=ring"},
+     0},
 };
 
 void runConfig(const Config& c, bool exact) {
@@ -173,6 +177,7 @@ TEST_CASE("repro: ordered over tcp with 64K chunks", "[coll][repro]") {
 TEST_CASE("repro: ordered over tcp with 8 ranks", "[coll][repro]") {
   runConfig(kConfigs[5], false);
 }
+TEST_CASE("repro: ordered over ucx", "[coll][repro]") { runConfig(kConfigs[6], false); }
 
 TEST_CASE("repro: exact over the shm arena", "[coll][repro]") { runConfig(kConfigs[0], true); }
 TEST_CASE("repro: exact over shm FIFOs", "[coll][repro]") { runConfig(kConfigs[2], true); }
