@@ -88,22 +88,14 @@ void hello(Input& in) {
     }
   }
   // What the other side's makeHello writes passes.
-  Hello good{};
-  good.magic = kHelloMagic;
-  good.version = kWireVersion;
-  good.secret = want.secret;
-  good.commId = want.commId;
-  good.nsocks = want.nsocks;
   if (want.outgoing) {
-    good.rank = want.peer;
-    good.sockIndex = want.sock;
+    const Hello good = makeHello(want.secret, want.commId, want.peer, want.sock, want.nsocks);
     if (!checkHello(good, want, peers, fds).empty()) abort();
     return;
   }
   for (int r : peers)
     for (int k = 0; k < want.nsocks && r < want.rank; ++k) {
-      good.rank = r;
-      good.sockIndex = k;
+      const Hello good = makeHello(want.secret, want.commId, r, k, want.nsocks);
       if (checkHello(good, want, peers, fds).empty() != (fds[r][k] < 0)) abort();
     }
 }

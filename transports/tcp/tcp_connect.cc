@@ -56,15 +56,7 @@ class Establisher {
 
  private:
   Hello makeHello(int sock) const {
-    Hello h{};
-    h.magic = kHelloMagic;
-    h.version = kWireVersion;
-    h.secret = ctx_.secret;
-    h.commId = ctx_.commId;
-    h.rank = ctx_.rank;
-    h.sockIndex = sock;
-    h.nsocks = nsocks_;
-    return h;
+    return tcp::makeHello(ctx_.secret, ctx_.commId, ctx_.rank, sock, nsocks_);
   }
   void startConnect(int peer, int sock);
   void acceptAll();
@@ -301,6 +293,18 @@ Status Establisher::run() {
 }
 
 }  // namespace
+
+Hello makeHello(uint64_t secret, uint64_t commId, int rank, int sock, int nsocks) {
+  Hello h{};
+  h.magic = kHelloMagic;
+  h.version = kWireVersion;
+  h.secret = secret;
+  h.commId = commId;
+  h.rank = rank;
+  h.sockIndex = sock;
+  h.nsocks = nsocks;
+  return h;
+}
 
 std::string checkHello(const Hello& h, const HelloCheck& want, const std::vector<int>& peers,
                        const std::vector<std::vector<int>>& fds) {

@@ -30,6 +30,10 @@ struct HelloCheck {
   int sock;
 };
 
+// The hello rank `rank` sends on stream `sock` of a pair (establish()
+// writes it; tests and the fuzz target build the peer's with it).
+Hello makeHello(uint64_t secret, uint64_t commId, int rank, int sock, int nsocks);
+
 // Why hello `h` is not acceptable, or "" when it is (pure: establish()
 // calls it on every hello it reads). An answer must come from `peer` for
 // `sock`; an incoming hello from one of `peers` below this rank, for a
