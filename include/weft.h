@@ -110,6 +110,12 @@ typedef enum {
 
 /* Writes major*10000 + minor*100 + patch. Errors: INVALID_ARGUMENT if NULL. */
 weft_result_t weft_get_version(int *version);
+/* What this build of weft has, as one static line of `key=value` fields:
+ * "version=0.1.0 transports=self,shm,tcp,ucx cuda=yes". `transports` lists
+ * those compiled in (which of them a run uses depends on the peers and
+ * WEFT_TRANSPORTS); `cuda=yes` means built with CUDA, not that a device is
+ * usable now. Never NULL. `weftrun --check-build` prints it. */
+const char *weft_get_build_info(void);
 /* A static string naming a result code; never NULL. */
 const char *weft_get_error_string(weft_result_t result);
 /* The last error message: of `comm` when non-NULL, else of the calling

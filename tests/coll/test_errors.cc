@@ -137,6 +137,13 @@ TEST_CASE("errors: bad communicator arguments", "[errors]") {
   CHECK(weft_get_version(&v) == WEFT_SUCCESS);
   CHECK(v == WEFT_VERSION_CODE);
   CHECK(std::string(weft_get_error_string(WEFT_ERR_TIMEOUT)) == "timed out");
+  // The build's facts: this version, and the transports every build has.
+  const std::string info = weft_get_build_info();
+  CHECK(info.rfind("version=" + std::to_string(WEFT_MAJOR) + "." + std::to_string(WEFT_MINOR) +
+                       "." + std::to_string(WEFT_PATCH) + " ",
+                   0) == 0);
+  CHECK(info.find(" transports=self,shm,tcp") != std::string::npos);
+  CHECK((info.find(" cuda=yes") != std::string::npos) != (info.find(" cuda=no") != std::string::npos));
 }
 
 TEST_CASE("errors: a destroyed communicator is refused", "[errors]") {

@@ -31,3 +31,18 @@ dist.all_reduce(t)
 assert dist.get_backend() == "weft" and t.tolist() == [0.0, 1.0, 2.0, 3.0]
 dist.destroy_process_group()
 print(f"OK: weft {dist_info.version} from {weft.__file__} via the entry point; libweft at {weft.library_path()}")
+
+# The weftrun console script, installed beside this interpreter.
+import subprocess  # noqa: E402
+
+weftrun = os.path.join(os.path.dirname(sys.executable), "weftrun")
+assert os.access(weftrun, os.X_OK), f"{weftrun} was not installed (pyproject.toml [project.scripts])"
+env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+out = subprocess.run([weftrun, "--check-build"], capture_output=True, text=True, env=env, timeout=120)
+assert out.returncode == 0 and "[X] shm" in out.stdout and "[X] PyTorch" in out.stdout, out
+out = subprocess.run([weftrun, "-np", "2", sys.executable, "-c",
+                      "import torch, torch.distributed as dist; dist.init_process_group('weft'); "
+                      "t = torch.ones(3); dist.all_reduce(t); print('sum', t.tolist())"],
+                     capture_output=True, text=True, env=env, timeout=300)
+assert out.returncode == 0 and out.stdout.count("sum [2.0, 2.0, 2.0]") == 2, out
+print(f"OK: {weftrun} --check-build, and a 2-rank job")

@@ -1,0 +1,5 @@
+import sys
+
+from weft.launch.cli import main
+
+sys.exit(main())

@@ -1,0 +1,145 @@
+"""weftrun across hosts: two network namespaces play two hosts (a veth pair,
+test-only addresses 10.214.N.1-2 that exist only inside them), an sshd of
+the test's own runs in the second, and weftrun, started in the first, puts
+two ranks on each host: local ones directly, remote ones over ssh. Needs
+root and sshd; skips, saying why, otherwise. Everything is removed at the
+end, also when a check fails."""
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="creating network namespaces needs root"),
+    pytest.mark.skipif(not os.path.exists(SSHD) or not shutil.which("ssh-keygen"),
+                       reason="sshd / ssh-keygen missing (apt install openssh-server)"),
+]
+
+
+def sh(*cmd, check=True):
+    return subprocess.run(cmd, check=check, capture_output=True, text=True)
+
+
+@pytest.fixture
+def two_hosts(tmp_path):
+    tag = str(os.getpid() % 100000)
+    sub = 100 + os.getpid() % 100
+    a, b = f"wrun{tag}a", f"wrun{tag}b"
+    addr = [f"10.214.{sub}.1", f"10.214.{sub}.2"]
+    sshd = None
+    try:
+        sh("ip", "netns", "add", a)
+        sh("ip", "netns", "add", b)
+        sh("ip", "link", "add", f"wr{tag}a", "type", "veth", "peer", "name", f"wr{tag}b")
+        for ns, dev, ad in ((a, f"wr{tag}a", addr[0]), (b, f"wr{tag}b", addr[1])):
+            sh("ip", "link", "set", dev, "netns", ns)
+            sh("ip", "-n", ns, "addr", "add", f"{ad}/24", "dev", dev)
+            sh("ip", "-n", ns, "link", "set", dev, "up")
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+        key = tmp_path / "id"
+        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key))
+        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "hostkey"))
+        shutil.copy(f"{key}.pub", tmp_path / "authorized_keys")
+        cfg = tmp_path / "sshd_config"
+        cfg.write_text(textwrap.dedent(f"""\
+            ListenAddress {addr[1]}
+            Port 2222
+            HostKey {tmp_path}/hostkey
+            AuthorizedKeysFile {tmp_path}/authorized_keys
+            PermitRootLogin prohibit-password
+            PasswordAuthentication no
+            KbdInteractiveAuthentication no
+            UsePAM no
+            StrictModes no
+            PidFile none
+            AcceptEnv *
+            """))
+        os.makedirs("/run/sshd", exist_ok=True)
+        sshd = subprocess.Popen(["ip", "netns", "exec", b, SSHD, "-D", "-e", "-f", str(cfg)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        ssh = ["ip", "netns", "exec", a, "ssh", "-o", "BatchMode=yes", "-o",
+               "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o",
+               "LogLevel=ERROR", "-p", "2222", "-i", str(key), addr[1], "true"]
+        for _ in range(100):
+            if subprocess.run(ssh, capture_output=True).returncode == 0:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the test's sshd did not answer: " + (sshd.stderr.read1(4096).decode()
+                                                              if sshd.poll() is not None else ""))
+        yield {"ns": (a, b), "addr": addr, "key": str(key)}
+    finally:
+        if sshd is not None:
+            sshd.terminate()
+            sshd.wait(timeout=10)
+        sh("ip", "netns", "del", a, check=False)
+        sh("ip", "netns", "del", b, check=False)
+
+
+def weftrun_in(bed, args, timeout=180):
+    env = dict(os.environ, OMP_NUM_THREADS="1", WEFT_TIMEOUT_S="60")
+    return subprocess.run(
+        ["ip", "netns", "exec", bed["ns"][0], sys.executable, "-m", "weft.launch",
+         "-H", f"{bed['addr'][0]}:2,{bed['addr'][1]}:2", "-p", "2222", "-i", bed["key"],
+         "--ssh-option", "UserKnownHostsFile=/dev/null", "--network-interface", "^lo", *args],
+        capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def netns_inode(ns):
+    return os.stat(f"/var/run/netns/{ns}").st_ino
+
+
+def test_four_ranks_on_two_hosts_train_on_weft(two_hosts, tmp_path):
+    job = tmp_path / "job.py"
+    job.write_text(textwrap.dedent("""\
+        import os, torch, torch.distributed as dist
+        import weft.torch  # noqa: F401
+        dist.init_process_group("weft")
+        t = torch.arange(1000, dtype=torch.float32) * (dist.get_rank() + 1)
+        dist.all_reduce(t)
+        ok = torch.equal(t, torch.arange(1000, dtype=torch.float32) * 10)
+        print("rank", os.environ["RANK"], "node", os.environ["WEFT_CROSS_RANK"],
+              "local", os.environ["LOCAL_RANK"], "netns", os.stat("/proc/self/ns/net").st_ino,
+              "ok" if ok else "WRONG")
+        dist.destroy_process_group()
+        """))
+    r = weftrun_in(two_hosts, ["-np", "4", sys.executable, str(job)])
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = sorted(l.split(":", 1)[1].split() for l in r.stdout.splitlines() if "netns" in l)
+    assert len(lines) == 4, r.stdout + r.stderr
+    a, b = (netns_inode(ns) for ns in two_hosts["ns"])
+    for rank, f in enumerate(lines):
+        assert f[1] == str(rank) and f[-1] == "ok", f
+        host = rank // 2
+        assert (f[3], f[5]) == (str(host), str(rank % 2))
+        assert int(f[7]) == (a, b)[host], f"rank {rank} ran in the wrong namespace"
+
+
+def test_a_failure_stops_the_remote_ranks_too(two_hosts, tmp_path):
+    marker = f"weftrun-stray-{os.getpid()}"
+    job = tmp_path / "job.py"
+    job.write_text(textwrap.dedent(f"""\
+        import os, sys, time
+        sys.argv[0] = "{marker}"
+        if os.environ["RANK"] == "0":
+            time.sleep(1)
+            sys.exit(9)
+        time.sleep(300)
+        """))
+    t0 = time.monotonic()
+    r = weftrun_in(two_hosts, ["-np", "4", sys.executable, str(job), marker])
+    assert r.returncode == 9 and "rank 0" in r.stderr, r.stderr
+    assert time.monotonic() - t0 < 60
+    # The remote ranks end when their ssh connection closes.
+    for _ in range(100):
+        left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+        if not left.strip():
+            break
+        time.sleep(0.1)
+    assert not left.strip(), f"ranks left running: {left}"
