@@ -43,6 +43,17 @@ def _torch():
         return torch.__version__, str(e), False
 
 
+def _devices():
+    """How many CUDA devices this process sees now (torch's count)."""
+    try:
+        import torch
+
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception:  # noqa: BLE001 - a broken CUDA install is "none" here
+        n = 0
+    return f"{n} device{'s' if n != 1 else ''} here" if n else "no device usable here"
+
+
 def report():
     """The --check-build text; second value: whether weft is usable."""
     import weft
@@ -61,7 +72,8 @@ def report():
     for t in ("self", "shm", "tcp", "ucx", "ibverbs", "cuda_ipc"):
         lines.append(f"    [{'X' if t in have else ' '}] {t}")
     lines += ["", "Available Tensor Operations:",
-              f"    [{'X' if info.get('cuda') == 'yes' else ' '}] CUDA (device memory)",
+              f"    [{'X' if info.get('cuda') == 'yes' else ' '}] CUDA (device memory)"
+              + (f": {_devices()}" if info.get("cuda") == "yes" else ""),
               "    [X] CPU (host memory)"]
     try:
         lines.append(f"    [{'X' if bool(weft.nccl_shim_path()) else ' '}] NCCL shim (libnccl.so.2)")
