@@ -36,6 +36,7 @@
 
 #include "core/config.h"
 #include "core/cpu.h"
+#include "core/hmac.h"
 #include "core/status.h"
 
 namespace weft {
@@ -94,8 +95,12 @@ inline int hostCpus(const std::vector<PeerInfo>& peers, int rank) {
 struct TransportContext {
   int rank = 0;
   int nranks = 1;
-  uint64_t secret = 0;  // job secret: peers presenting another one are refused
-  uint64_t commId = 0;  // unique per communicator within the job
+  // This communicator's key (Bootstrap::commKey: derived from the job
+  // secret and its rendezvous's nonce). Hellos carry HMACs under it, so
+  // peers that do not hold the job secret are refused and the secret never
+  // crosses the wire (docs/security.md).
+  Key key{};
+  uint64_t commId = 0;  // public and unique per communicator (Bootstrap::commId)
   Config config;
   std::vector<PeerInfo> peers;  // indexed by rank, this rank included
   // The RDMA device the topology puts this rank on (its nearest NIC,

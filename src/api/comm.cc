@@ -139,8 +139,8 @@ Status Comm::setUpTransports() {
   TransportContext ctx;
   ctx.rank = rank_;
   ctx.nranks = nranks_;
-  ctx.secret = boot_->secret();
-  ctx.commId = boot_->secret() ^ 0x636f6d6d00000000ull;
+  ctx.key = boot_->commKey();
+  ctx.commId = boot_->commId();
   ctx.config = cfg_;
   ctx.peers = peers_;
   ctx.rdmaNic = topo::rdmaNicName(topo_.view, topo_.localRank);

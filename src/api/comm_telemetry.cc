@@ -13,8 +13,8 @@ void Comm::setUpTelemetry() {
   telemetry::Setup s;
   s.rank = rank_;
   s.nranks = nranks_;
-  s.secret = boot_->secret();
-  s.commId = boot_->secret() ^ 0x636f6d6d00000000ull;
+  s.boardTag = deriveTag(boot_->commKey(), "weft board name");
+  s.commId = boot_->commId();
   s.config = cfg_;
   s.repro = reproName(repro_);
   // The common clock: realtime, as the lowest rank of each host reads it

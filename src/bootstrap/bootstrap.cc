@@ -6,10 +6,13 @@
 //      else the local address of the connection to the root, which is
 //      reachable from the root's network; for a wildcard root address, the
 //      first usable interface);
-//   3. send the RootHello, receive the rank table (or an error frame);
-//   4. connect to rank+1 and send a RingHello; accept rank-1 on the
-//      listening socket, refusing (with a log line) any connection whose
-//      hello is garbage, has the wrong secret or the wrong rank.
+//   3. read the root's challenge, send the RootHello (its HMAC answers the
+//      challenge), receive the rank table and the session nonce (or an
+//      error frame), checking the root's HMAC;
+//   4. connect to rank+1 and send a RingHello (its HMAC bound to the
+//      session); accept rank-1 on the listening socket, refusing (with a
+//      log line) any connection whose hello is garbage, fails
+//      authentication or names the wrong rank.
 #include <arpa/inet.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -62,10 +65,45 @@ Status failure(weft_result_t code, const std::string& msg) {
   return Status(code, msg);
 }
 
-// The root's answer to our hello: the table of ring addresses, or its error.
+// The root's challenge, read as soon as the connection is up.
+Status receiveChallenge(int fd, const std::string& rootName, const std::string& me,
+                        const Deadline& dl, Nonce* rootNonce) {
+  boot::RootChallenge c{};
+  Status st = net::recvAll(fd, &c, sizeof c, dl);
+  if (!st.isOk())
+    return failure(st.code() == WEFT_ERR_TIMEOUT ? WEFT_ERR_TIMEOUT : WEFT_ERR_REMOTE,
+                   me + ": no challenge from the bootstrap root at " + rootName + ": " +
+                       st.message());
+  if (c.magic != boot::kRootChallengeMagic || c.version != boot::kWireVersion)
+    return failure(WEFT_ERR_REMOTE,
+                   strFormat("%s: the root at %s sent magic 0x%08x version %u, not a weft root "
+                             "of wire version %u (another weft version, or not weft)",
+                             me.c_str(), rootName.c_str(), c.magic, c.version,
+                             boot::kWireVersion));
+  memcpy(rootNonce->data(), c.nonce, kNonceBytes);
+  return Status::ok();
+}
+
+// The root's answer to our hello: the session nonce and the table of ring
+// addresses, or its error; its MAC proves it came from a root that holds the
+// job secret.
 Status receiveTable(int fd, const std::string& rootName, int rank, int nranks, double timeoutS,
-                    const Deadline& dl, std::vector<net::Address>* table) {
+                    const Deadline& dl, const Key& key, const uint8_t* myNonce,
+                    const uint8_t* rootNonce, Nonce* session, std::vector<net::Address>* table) {
   const std::string me = strFormat("bootstrap: rank %d of %d", rank, nranks);
+  // The header and payload as sent, for the MAC.
+  auto authentic = [&](const RootReply& r, const std::string& payload, Status* err) {
+    std::string frame(reinterpret_cast<const char*>(&r), sizeof r);
+    frame += payload;
+    uint8_t mac[kMacBytes];
+    Status s = net::recvAll(fd, mac, sizeof mac, dl);
+    if (!s.isOk()) {
+      *err = s;
+      return false;
+    }
+    return macEqual(
+        mac, boot::rootReplyMac(key, myNonce, rootNonce, frame.data(), frame.size()).data());
+  };
   RootReply r{};
   Status st = net::recvAll(fd, &r, sizeof r, dl);
   if (st.code() == WEFT_ERR_TIMEOUT)
@@ -88,22 +126,38 @@ Status receiveTable(int fd, const std::string& rootName, int rank, int nranks, d
       return failure(WEFT_ERR_REMOTE, me + ": oversized error frame from the root at " + rootName);
     std::string msg(r.payloadBytes, '\0');
     Status s2 = net::recvAll(fd, msg.data(), msg.size(), dl);
-    if (!s2.isOk()) msg = "(the root's error message was lost: " + s2.message() + ")";
+    if (!s2.isOk()) {
+      msg = "(the root's error message was lost: " + s2.message() + ")";
+    } else if (!authentic(r, msg, &s2)) {
+      // Its answer to a wrong secret, most likely: the root then cannot
+      // answer under this rank's key either.
+      msg += s2.isOk() ? " (this reply could not be authenticated: the root's job secret "
+                         "differs from this rank's)"
+                       : " (the reply's MAC was lost: " + s2.message() + ")";
+    }
     weft_result_t code = static_cast<weft_result_t>(r.code);
     if (r.code <= 0 || r.code >= WEFT_IN_PROGRESS) code = WEFT_ERR_REMOTE;  // not an error code
     return failure(code, msg);
   }
   if (r.nranks != static_cast<uint32_t>(nranks) ||
-      r.payloadBytes != static_cast<uint64_t>(nranks) * net::Address::kPackedSize)
+      r.payloadBytes != kNonceBytes + static_cast<uint64_t>(nranks) * net::Address::kPackedSize)
     return failure(WEFT_ERR_INTERNAL,
                    strFormat("%s: the root at %s sent a table of %u ranks (%u bytes)",
                              me.c_str(), rootName.c_str(), r.nranks, r.payloadBytes));
   std::string payload(r.payloadBytes, '\0');
   st = net::recvAll(fd, payload.data(), payload.size(), dl);
   if (!st.isOk()) return failure(st.code(), me + ": receiving the rank table: " + st.message());
+  if (!authentic(r, payload, &st))
+    return failure(WEFT_ERR_REMOTE,
+                   st.isOk() ? me + ": the rank table from " + rootName +
+                                   " failed authentication: whatever answered there does not "
+                                   "hold this job's secret"
+                             : me + ": receiving the rank table's MAC: " + st.message());
+  memcpy(session->data(), payload.data(), kNonceBytes);
+  const char* addrs = payload.data() + kNonceBytes;
   table->resize(static_cast<size_t>(nranks));
   for (int i = 0; i < nranks; ++i) {
-    if (!net::Address::unpack(payload.data() + i * net::Address::kPackedSize,
+    if (!net::Address::unpack(addrs + i * net::Address::kPackedSize,
                               &(*table)[static_cast<size_t>(i)]))
       return failure(WEFT_ERR_INTERNAL,
                      strFormat("%s: bad address of rank %d in the rank table", me.c_str(), i));
@@ -122,8 +176,8 @@ struct PendingPeer {
 // Accepts the connection of rank `prev` on `listenFd`. Other connections
 // (scanners, garbage, wrong secret or rank) are closed with a warning while
 // the wait goes on.
-Status acceptRingPeer(int listenFd, uint64_t secret, int rank, int nranks, double timeoutS,
-                      const Deadline& dl, int* out) {
+Status acceptRingPeer(int listenFd, const Key& key, const Nonce& session, int rank, int nranks,
+                      double timeoutS, const Deadline& dl, int* out) {
   const int prev = (rank - 1 + nranks) % nranks;
   std::vector<PendingPeer> pend;
   auto refuse = [&](PendingPeer& p, const std::string& why) {
@@ -192,10 +246,10 @@ Status acceptRingPeer(int listenFd, uint64_t secret, int rank, int nranks, doubl
       }
       if (p.got < sizeof p.hello) continue;
       const RingHello& h = p.hello;
-      if (h.secret != secret) {
-        refuse(p, "wrong secret");
-      } else if (h.version != boot::kWireVersion) {
+      if (h.version != boot::kWireVersion) {
         refuse(p, strFormat("wire version %u differs from %u", h.version, boot::kWireVersion));
+      } else if (!macEqual(h.mac, boot::ringHelloMac(key, session, h.rank, h.nranks).data())) {
+        refuse(p, "authentication failed (another job's secret, or a replay from another ring)");
       } else if (h.nranks != nranks) {
         refuse(p, strFormat("nranks %d differs from %d", h.nranks, nranks));
       } else if (h.rank != prev) {
@@ -259,7 +313,7 @@ Status Bootstrap::create(const weft_unique_id_t& id, int rank, int nranks, const
   std::unique_ptr<Bootstrap> b(new Bootstrap());
   b->rank_ = rank;
   b->nranks_ = nranks;
-  b->secret_ = d.secret;
+  const Key key = jobKey(d.secret);
 
   // 1. The root.
   const uint64_t startNs = nowNs();
@@ -294,14 +348,19 @@ Status Bootstrap::create(const weft_unique_id_t& id, int rank, int nranks, const
   st = net::listenOn(local, 256, &b->listenFd_, &bound);
   if (!st.isOk()) return st.withContext(me);
 
-  // 3. Hello and rank table.
+  // 3. Challenge, hello and rank table.
+  Nonce rootNonce{}, myNonce{}, session{};
+  WEFT_RETURN_IF_ERROR(receiveChallenge(rootFd.fd, rootName, me, dl, &rootNonce));
+  WEFT_RETURN_IF_ERROR(randomNonce(&myNonce));
   RootHello hello{};
   hello.magic = boot::kRootHelloMagic;
   hello.version = boot::kWireVersion;
-  hello.secret = d.secret;
+  memcpy(hello.nonce, myNonce.data(), kNonceBytes);
   hello.rank = rank;
   hello.nranks = nranks;
   bound.pack(hello.addr);
+  const Mac hmac = boot::rootHelloMac(key, rootNonce.data(), hello);
+  memcpy(hello.mac, hmac.data(), kMacBytes);
   st = net::sendAll(rootFd.fd, &hello, sizeof hello, dl);
   if (!st.isOk())
     return failure(st.code(), me + ": sending the hello to the root at " + rootName + ": " +
@@ -309,7 +368,10 @@ Status Bootstrap::create(const weft_unique_id_t& id, int rank, int nranks, const
   std::vector<net::Address> table;
   double elapsedS = static_cast<double>(nowNs() - startNs) * 1e-9;
   Deadline replyDl(std::max(0.0, T + replyGraceS(T) - elapsedS));
-  WEFT_RETURN_IF_ERROR(receiveTable(rootFd.fd, rootName, rank, nranks, T, replyDl, &table));
+  WEFT_RETURN_IF_ERROR(receiveTable(rootFd.fd, rootName, rank, nranks, T, replyDl, key,
+                                    myNonce.data(), rootNonce.data(), &session, &table));
+  b->commKey_ = deriveKey(key, "weft comm key", session.data(), session.size());
+  b->commId_ = deriveTag(b->commKey_, "weft comm id");
   net::closeFd(&rootFd.fd);
   WEFT_INFO(kBootstrap, "%s: joined via root %s; ring address %s (%s)", me.c_str(),
             rootName.c_str(), bound.toString().c_str(), ifname.c_str());
@@ -323,14 +385,16 @@ Status Bootstrap::create(const weft_unique_id_t& id, int rank, int nranks, const
     if (!st.isOk())
       return failure(st.code(), strFormat("%s: cannot connect to rank %d at %s: %s", me.c_str(),
                                           next, nextName.c_str(), st.message().c_str()));
-    RingHello rh{boot::kRingHelloMagic, boot::kWireVersion, d.secret, rank, nranks};
+    RingHello rh{boot::kRingHelloMagic, boot::kWireVersion, rank, nranks, {}};
+    const Mac rmac = boot::ringHelloMac(key, session, rank, nranks);
+    memcpy(rh.mac, rmac.data(), kMacBytes);
     st = net::sendAll(b->nextFd_, &rh, sizeof rh, ringDl);
     if (!st.isOk())
       return failure(st.code(), strFormat("%s: sending the ring hello to rank %d at %s: %s",
                                           me.c_str(), next, nextName.c_str(),
                                           st.message().c_str()));
     WEFT_RETURN_IF_ERROR(
-        acceptRingPeer(b->listenFd_, d.secret, rank, nranks, T, ringDl, &b->prevFd_));
+        acceptRingPeer(b->listenFd_, key, session, rank, nranks, T, ringDl, &b->prevFd_));
   }
   // Nothing else connects to us; don't leave a port open.
   net::closeFd(&b->listenFd_);

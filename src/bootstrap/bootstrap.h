@@ -4,12 +4,15 @@
 //
 // The unique id holds the root's address and a random 64-bit job secret.
 // The root (a thread of the process that called weft_get_unique_id, or rank 0
-// under weft_comm_init_env) accepts one hello per rank, checks magic, secret,
-// rank range and nranks, refuses anything else with a log line (port
-// scanners, garbage, wrong secret, duplicate rank) and keeps serving, then
-// sends every rank the table of all ranks' bootstrap addresses and exits.
-// Ranks then form a ring of TCP connections (each connects to rank+1) over
-// which allgather and barrier run. Every wait is bounded by
+// under weft_comm_init_env) challenges each connection with a nonce, accepts
+// one hello per rank whose HMAC proves it holds the secret, checks rank range
+// and nranks, refuses anything else with a log line (port scanners, garbage,
+// wrong secret, duplicate rank) and keeps serving, then sends every rank the
+// table of all ranks' bootstrap addresses and a fresh session nonce, under
+// its own HMAC, and exits. Ranks then form a ring of TCP connections (each
+// connects to rank+1, its hello's HMAC bound to the session) over which
+// allgather and barrier run. The secret itself never crosses the network
+// (docs/security.md). Every wait is bounded by
 // Config::bootstrapTimeoutS; a timeout names the ranks that did not arrive.
 #pragma once
 
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/hmac.h"
 #include "core/status.h"
 #include "weft.h"
 
@@ -63,7 +67,13 @@ class Bootstrap {
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
-  uint64_t secret() const { return secret_; }
+  // This communicator's key: derived from the job secret and the session
+  // nonce of its rendezvous, so it differs per communicator. Transports
+  // authenticate their connections with it (TransportContext::key).
+  const Key& commKey() const { return commKey_; }
+  // A public identifier of this communicator (it reveals nothing of the
+  // secret): shared-memory names, hellos.
+  uint64_t commId() const { return commId_; }
 
   // Every rank contributes `mine` (any length, may differ per rank); `all`
   // gets every rank's blob, indexed by rank. Bounded by `timeoutS`.
@@ -76,7 +86,8 @@ class Bootstrap {
   Bootstrap() = default;
   int rank_ = 0;
   int nranks_ = 1;
-  uint64_t secret_ = 0;
+  Key commKey_{};
+  uint64_t commId_ = 0;
   int nextFd_ = -1;  // connection to rank+1
   int prevFd_ = -1;  // connection from rank-1
   int listenFd_ = -1;

@@ -2,10 +2,12 @@
 //
 // It polls the listening socket and every connection at once, so a port
 // scanner that connects and stays silent, or a client that sends garbage,
-// never holds up the ranks. Each connection has kHelloTimeoutS to send a
-// complete RootHello; anything wrong closes it with a warning that names the
-// remote address and why. Once all nranks ranks are in, every rank gets the
-// table of all ranks' ring addresses and the thread exits. At the bootstrap
+// never holds up the ranks. Each connection gets a challenge (a fresh
+// nonce) at once and has kHelloTimeoutS to send a complete RootHello whose
+// HMAC answers it under the job key; anything wrong closes it with a warning
+// that names the remote address and why. Once all nranks ranks are in, every
+// rank gets the session nonce and the table of all ranks' ring addresses,
+// with an HMAC answering its own nonce, and the thread exits. At the bootstrap
 // timeout the connected ranks get an error frame naming the missing ranks.
 #include <poll.h>
 #include <sys/socket.h>
@@ -15,6 +17,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -54,6 +57,7 @@ namespace {
 struct Conn {
   int fd = -1;
   net::Address peer;
+  Nonce nonce{};  // the challenge sent to it
   uint64_t helloDeadlineNs = 0;
   RootHello hello{};
   size_t got = 0;  // bytes of `hello` received
@@ -68,9 +72,13 @@ class Root {
       : listenFd_(listenFd),
         addr_(addr),
         where_(addr.toString()),
-        secret_(secret),
+        key_(jobKey(secret)),
         timeoutS_(timeoutS),
-        dl_(timeoutS) {}
+        dl_(timeoutS) {
+    // The session nonce: with the job key, it makes the keys of this
+    // rendezvous's communicator (Bootstrap::commKey). Fresh per rendezvous.
+    if (!randomNonce(&session_).isOk()) throw std::runtime_error("getrandom failed");
+  }
   ~Root() {
     for (auto& c : conns_) net::closeFd(&c->fd);
     net::closeFd(&listenFd_);
@@ -82,7 +90,10 @@ class Root {
   void acceptAll();
   void readHello(Conn* c);
   void readRegistered(Conn* c);
-  std::string validate(const RootHello& h) const;
+  std::string validate(const Conn& c) const;
+  bool authentic(const Conn& c) const;
+  // `frame` (header and payload) and its MAC for connection c.
+  std::string sealed(const Conn& c, std::string frame) const;
   void drop(Conn* c) { net::closeFd(&c->fd); }
   void refuse(Conn* c, const std::string& why, int code, bool tell);
   void finish();
@@ -90,7 +101,8 @@ class Root {
   int listenFd_;
   net::Address addr_;
   std::string where_;
-  uint64_t secret_;
+  Key key_;
+  Nonce session_{};
   double timeoutS_;
   Deadline dl_;
   uint64_t startNs_ = nowNs();
@@ -105,11 +117,23 @@ class Root {
   std::vector<std::string> refused_;
 };
 
-std::string Root::validate(const RootHello& h) const {
+bool Root::authentic(const Conn& c) const {
+  return c.hello.magic == kRootHelloMagic && c.hello.version == kWireVersion &&
+         macEqual(c.hello.mac, rootHelloMac(key_, c.nonce.data(), c.hello).data());
+}
+
+std::string Root::sealed(const Conn& c, std::string frame) const {
+  const Mac m = rootReplyMac(key_, c.hello.nonce, c.nonce.data(), frame.data(), frame.size());
+  frame.append(reinterpret_cast<const char*>(m.data()), m.size());
+  return frame;
+}
+
+std::string Root::validate(const Conn& c) const {
+  const RootHello& h = c.hello;
   if (h.magic != kRootHelloMagic) return "bad magic";
-  if (h.secret != secret_) return "wrong secret";
   if (h.version != kWireVersion)
     return strFormat("wire version %u differs from %u", h.version, kWireVersion);
+  if (!authentic(c)) return "authentication failed (wrong job secret)";
   if (h.nranks < 1) return strFormat("nranks %d is invalid", h.nranks);
   if (h.nranks > kMaxRanks)
     return strFormat("nranks %d exceeds weft's limit of %d ranks", h.nranks, kMaxRanks);
@@ -124,8 +148,9 @@ std::string Root::validate(const RootHello& h) const {
   return "";
 }
 
-// Closes `c` with a warning. `tell`: the hello was authentic (right magic and
-// secret), so the rank gets an error frame explaining the refusal.
+// Closes `c` with a warning. `tell`: the hello was complete, so the rank gets
+// an error frame explaining the refusal (under the root's MAC, which a rank
+// with another secret cannot check, and says so).
 void Root::refuse(Conn* c, const std::string& why, int code, bool tell) {
   WEFT_WARN(kBootstrap, "bootstrap root at %s: refused connection from %s: %s", where_.c_str(),
             c->peer.toString().c_str(), why.c_str());
@@ -133,7 +158,7 @@ void Root::refuse(Conn* c, const std::string& why, int code, bool tell) {
     std::string msg = "bootstrap: the root at " + where_ + " refused this rank: " + why;
     RootReply r{kRootReplyMagic, code, 0, static_cast<uint32_t>(msg.size())};
     std::string frame(reinterpret_cast<const char*>(&r), sizeof r);
-    frame += msg;
+    frame = sealed(*c, frame + msg);
     // Best effort: a small frame on a fresh socket fits the send buffer.
     ssize_t n = send(c->fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)n;
@@ -178,6 +203,17 @@ void Root::acceptAll() {
              false);
       continue;
     }
+    // The challenge: 24 bytes on a fresh socket always fit its buffer.
+    RootChallenge ch{kRootChallengeMagic, kWireVersion, {}};
+    if (!randomNonce(&c->nonce).isOk()) {
+      refuse(c.get(), "getrandom failed", 0, false);
+      continue;
+    }
+    memcpy(ch.nonce, c->nonce.data(), kNonceBytes);
+    if (send(fd, &ch, sizeof ch, MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(sizeof ch)) {
+      refuse(c.get(), std::string("cannot send the challenge: ") + strerror(errno), 0, false);
+      continue;
+    }
     WEFT_TRACE(kBootstrap, "bootstrap root at %s: connection from %s", where_.c_str(),
                a.toString().c_str());
     conns_.push_back(std::move(c));
@@ -211,13 +247,15 @@ void Root::readHello(Conn* c) {
     if (c->got < sizeof c->hello) continue;
 
     const RootHello& h = c->hello;
-    std::string why = validate(h);
+    std::string why = validate(*c);
     if (!why.empty()) {
-      bool authentic = h.magic == kRootHelloMagic && h.secret == secret_;
-      if (authentic && refused_.size() < kRefusalsKept)
+      // Only authentic refusals are worth a line in the timeout message;
+      // every complete hello gets an answer, so that a rank with a wrong
+      // secret learns why.
+      if (authentic(*c) && refused_.size() < kRefusalsKept)
         refused_.push_back(strFormat("a process at %s claiming rank %d of %d was refused: %s",
                                      c->peer.toString().c_str(), h.rank, h.nranks, why.c_str()));
-      refuse(c, why, WEFT_ERR_INVALID_USAGE, authentic);
+      refuse(c, why, WEFT_ERR_INVALID_USAGE, h.magic == kRootHelloMagic);
       return;
     }
     if (nranks_ == 0) nranks_ = h.nranks;
@@ -314,8 +352,9 @@ void Root::finish() {
   std::string frame;
   if (complete) {
     RootReply r{kRootReplyMagic, 0, static_cast<uint32_t>(nranks_),
-                static_cast<uint32_t>(nranks_ * net::Address::kPackedSize)};
+                static_cast<uint32_t>(kNonceBytes + nranks_ * net::Address::kPackedSize)};
     frame.assign(reinterpret_cast<const char*>(&r), sizeof r);
+    frame.append(reinterpret_cast<const char*>(session_.data()), session_.size());
     for (int i = 0; i < nranks_; ++i)
       frame.append(reinterpret_cast<const char*>(byRank_.at(i)->hello.addr),
                    net::Address::kPackedSize);
@@ -345,7 +384,7 @@ void Root::finish() {
       ++idle;
       drop(c.get());
     } else {
-      c->out = frame;
+      c->out = sealed(*c, frame);
     }
   }
   if (idle)

@@ -1,12 +1,11 @@
 // Unique ids: creating one (with its root thread), building one from an
 // address, and decoding one.
-#include <sys/random.h>
-
 #include <cerrno>
 #include <cstring>
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/wire.h"
+#include "core/hmac.h"
 #include "core/log.h"
 #include "net/socket.h"
 
@@ -18,20 +17,9 @@ constexpr uint32_t kUniqueIdVersion = 1;
 constexpr int kRootBacklog = 4096;
 
 Status randomSecret(uint64_t* out) {
-  unsigned char buf[8];
-  size_t got = 0;
-  while (got < sizeof buf) {
-    ssize_t n = getrandom(buf + got, sizeof buf - got, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      WEFT_WARN(kBootstrap, "getrandom failed: %s", strerror(err));
-      return systemError("getrandom for the job secret", err);
-    }
-    got += static_cast<size_t>(n);
-  }
-  memcpy(out, buf, sizeof buf);
-  return Status::ok();
+  Status st = randomBytes(out, sizeof *out);
+  if (!st.isOk()) WEFT_WARN(kBootstrap, "getrandom failed: %s", st.message().c_str());
+  return st.withContext("the job secret");
 }
 
 void fillId(const net::Address& root, uint64_t secret, weft_unique_id_t* id) {

@@ -127,7 +127,7 @@ Status Telemetry::openBoard() {
   board_.reset(new Board());
   std::string name = strFormat(
       "/weft-board-%016llx-%d",
-      static_cast<unsigned long long>((s_.secret * 0x9e3779b97f4a7c15ull) ^ s_.commId), leader);
+      static_cast<unsigned long long>(s_.boardTag), leader);
   Status st = board_->map(name, s_.nranks, leader == s_.rank, s_.config.bootstrapTimeoutS);
   if (st.isError()) {
     WEFT_WARN(kTelemetry, "stall reports will not see this host's other ranks: %s",

@@ -34,7 +34,9 @@ class Timeline;
 struct Setup {
   int rank = 0, nranks = 1;
   uint64_t commId = 0;
-  uint64_t secret = 0;
+  // Names this communicator's board on each host (derived from its key:
+  // reveals nothing of the job secret).
+  uint64_t boardTag = 0;
   // Added to this rank's monotonic clock, gives the communicator's common
   // clock (clock.h).
   int64_t clockOffsetNs = 0;

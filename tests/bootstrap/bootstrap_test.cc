@@ -1,7 +1,9 @@
 // Bootstrap: unique ids, and allgather / barrier among ranks as threads and
 // as processes.
 #include <catch2/catch.hpp>
+
 #include <cstring>
+#include <mutex>
 
 #include "test_util.h"
 
@@ -76,7 +78,14 @@ TEST_CASE("bootstrap: allgather and barrier among rank threads") {
     REQUIRE(createUniqueId(cfg, &id).isOk());
     std::vector<Status> sts = runRankThreads(id, n, cfg, [n](Bootstrap& b) -> std::string {
       if (b.nranks() != n) return "nranks() wrong";
-      if (b.secret() == 0) return "secret() is 0";
+      // Every rank derived the same communicator key and id.
+      std::vector<std::string> keys;
+      const std::string mine(reinterpret_cast<const char*>(b.commKey().data()), kMacBytes);
+      Status kst = b.allgather(mine + std::to_string(b.commId()), &keys, 5);
+      if (!kst.isOk()) return "allgather of keys: " + kst.message();
+      for (const std::string& k : keys)
+        if (k != keys[0]) return "ranks derived different communicator keys";
+      if (b.commId() == 0) return "commId() is 0";
       std::string err = exerciseRing(b);
       if (!err.empty()) return err;
       b.shutdown();
@@ -142,4 +151,26 @@ TEST_CASE("bootstrap: root at a given address (init_env flow) - IPv4 and IPv6") 
     std::vector<weft_unique_id_t> ids{rootId, other, other};
     requireAllOk(runRankThreads(ids, n, cfg, [](Bootstrap& b) { return exerciseRing(b, 2); }));
   }
+}
+
+TEST_CASE("bootstrap: each rendezvous gets its own communicator key and id") {
+  Config cfg = loConfig();
+  std::vector<uint64_t> ids;
+  std::vector<Key> keys;
+  std::mutex mu;
+  for (int run = 0; run < 2; ++run) {
+    weft_unique_id_t id;
+    REQUIRE(createUniqueId(cfg, &id).isOk());
+    requireAllOk(runRankThreads(id, 2, cfg, [&](Bootstrap& b) -> std::string {
+      std::lock_guard<std::mutex> lk(mu);
+      if (b.rank() == 0) {
+        ids.push_back(b.commId());
+        keys.push_back(b.commKey());
+      }
+      return "";
+    }));
+  }
+  REQUIRE(ids.size() == 2);
+  CHECK(ids[0] != ids[1]);
+  CHECK(keys[0] != keys[1]);
 }

@@ -26,19 +26,6 @@ int rawConnect(const net::Address& a, double timeoutS = 5) {
   return st.isOk() ? fd : -1;
 }
 
-boot::RootHello helloFor(uint64_t secret, int rank, int nranks) {
-  boot::RootHello h{};
-  h.magic = boot::kRootHelloMagic;
-  h.version = boot::kWireVersion;
-  h.secret = secret;
-  h.rank = rank;
-  h.nranks = nranks;
-  net::Address me;
-  net::Address::parse("127.0.0.1:9", &me);
-  me.pack(h.addr);
-  return h;
-}
-
 std::string randomBytes(std::mt19937& rng, size_t n) {
   std::string s(n, '\0');
   for (auto& c : s) c = static_cast<char>(rng());
@@ -66,16 +53,15 @@ TEST_CASE("hostile: scanners and garbage at the root do not stop the rendezvous"
   net::sendAll(g, junk.data(), junk.size(), Deadline(2));
   fds.push_back(g);
   int partial = rawConnect(root);
-  boot::RootHello h = helloFor(secret, 0, n);
+  boot::RootHello h = helloFor(partial, secret, 0, n);
   net::sendAll(partial, &h, 10, Deadline(2));
   fds.push_back(partial);
   int wrong = rawConnect(root);
-  h = helloFor(secret ^ 1, 1, n);
+  h = helloFor(wrong, secret ^ 1, 1, n);
   net::sendAll(wrong, &h, sizeof h, Deadline(2));
   fds.push_back(wrong);
   int range = rawConnect(root);
-  h = helloFor(secret, 7, n);  // valid for nobody: 7 >= n... and its own nranks
-  h.nranks = n;
+  h = helloFor(range, secret, 7, n);  // valid for nobody: 7 >= n
   net::sendAll(range, &h, sizeof h, Deadline(2));
   for (int fd : fds) REQUIRE(fd >= 0);
   REQUIRE(range >= 0);
@@ -89,7 +75,14 @@ TEST_CASE("hostile: scanners and garbage at the root do not stop the rendezvous"
   REQUIRE(net::recvAll(range, why.data(), why.size(), Deadline(5)).isOk());
   CHECK(contains(why, "rank 7 out of range for 4 ranks"));
   net::closeFd(&range);
-  // The wrong secret is just closed.
+  // The wrong secret is told that it failed authentication, then closed.
+  REQUIRE(net::recvAll(wrong, &reply, sizeof reply, Deadline(5)).isOk());
+  CHECK(reply.code == WEFT_ERR_INVALID_USAGE);
+  std::string whyWrong(reply.payloadBytes, '\0');
+  REQUIRE(net::recvAll(wrong, whyWrong.data(), whyWrong.size(), Deadline(5)).isOk());
+  CHECK(contains(whyWrong, "authentication failed"));
+  uint8_t mac[kMacBytes];
+  REQUIRE(net::recvAll(wrong, mac, sizeof mac, Deadline(5)).isOk());
   char c;
   CHECK(net::recvAll(wrong, &c, 1, Deadline(5)).code() == WEFT_ERR_REMOTE);
 
@@ -176,8 +169,8 @@ TEST_CASE("failures: missing ranks - duplicate ranks - wrong secret - no root") 
     };
     int r0 = rawConnect(rootOf(idF));
     int r1 = rawConnect(rootOf(idF));
-    boot::RootHello h0 = helloFor(secretOf(idF), 0, 2);
-    boot::RootHello h1 = helloFor(secretOf(idF), 1, 3);
+    boot::RootHello h0 = helloFor(r0, secretOf(idF), 0, 2);
+    boot::RootHello h1 = helloFor(r1, secretOf(idF), 1, 3);
     net::sendAll(r0, &h0, sizeof h0, Deadline(2));
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     net::sendAll(r1, &h1, sizeof h1, Deadline(2));
@@ -241,9 +234,13 @@ TEST_CASE("failures: missing ranks - duplicate ranks - wrong secret - no root") 
   CHECK(contains(d.message(), deadRoot));
   CHECK(contains(d.message(), "cannot reach"));
 
+  // The wrong secret: refused, and the rank says it could not check the
+  // root's answer either.
   INFO(e.message());
-  CHECK(e.code() == WEFT_ERR_REMOTE);
+  CHECK(e.code() == WEFT_ERR_INVALID_USAGE);
   CHECK(contains(e.message(), rootOf(idE).toString()));
+  CHECK(contains(e.message(), "authentication failed"));
+  CHECK(contains(e.message(), "could not be authenticated"));
   // Let idE's root finish.
   std::vector<Status> fin = runRankThreads(idE, 1, loConfig(10), nullptr);
   CHECK(fin[0].isOk());
@@ -310,7 +307,7 @@ TEST_CASE("hostile: a hello claiming a huge nranks costs the root nothing") {
   // refused, with an error frame that names the limit.
   int fd = rawConnect(rootOf(id));
   REQUIRE(fd >= 0);
-  boot::RootHello h = helloFor(secretOf(id), 5, 1 << 28);
+  boot::RootHello h = helloFor(fd, secretOf(id), 5, 1 << 28);
   REQUIRE(net::sendAll(fd, &h, sizeof h, Deadline(2)).isOk());
   boot::RootReply r{};
   REQUIRE(net::recvAll(fd, &r, sizeof r, Deadline(5)).isOk());
@@ -323,7 +320,7 @@ TEST_CASE("hostile: a hello claiming a huge nranks costs the root nothing") {
   // of kMaxRanks entries.
   int fd2 = rawConnect(rootOf(id));
   REQUIRE(fd2 >= 0);
-  boot::RootHello h2 = helloFor(secretOf(id), kMaxRanks - 1, kMaxRanks);
+  boot::RootHello h2 = helloFor(fd2, secretOf(id), kMaxRanks - 1, kMaxRanks);
   REQUIRE(net::sendAll(fd2, &h2, sizeof h2, Deadline(2)).isOk());
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const long after = rssKiB();

@@ -47,21 +47,28 @@ TEST_CASE("hostile: garbage at a rank's ring port - then a frame of the wrong ro
   net::Address mine;
   REQUIRE(net::listenOn(lo, 8, &lfd, &mine).isOk());
   int rootFd = dial(rootOf(id));
-  boot::RootHello h{};
-  h.magic = boot::kRootHelloMagic;
-  h.version = boot::kWireVersion;
-  h.secret = secret;
-  h.rank = 1;
-  h.nranks = 2;
-  mine.pack(h.addr);
+  Nonce rootNonce{}, myNonce{};
+  boot::RootHello h =
+      helloFor(rootFd, secret, 1, 2, mine.toString().c_str(), &rootNonce, &myNonce);
   REQUIRE(net::sendAll(rootFd, &h, sizeof h, Deadline(5)).isOk());
   boot::RootReply r{};
   REQUIRE(net::recvAll(rootFd, &r, sizeof r, Deadline(5)).isOk());
   REQUIRE(r.code == 0);
   REQUIRE(r.nranks == 2);
-  std::string table(r.payloadBytes, '\0');
-  REQUIRE(net::recvAll(rootFd, table.data(), table.size(), Deadline(5)).isOk());
+  std::string payload(r.payloadBytes, '\0');
+  REQUIRE(net::recvAll(rootFd, payload.data(), payload.size(), Deadline(5)).isOk());
+  // The root's MAC answers our nonce: it holds the secret.
+  uint8_t rmac[kMacBytes];
+  REQUIRE(net::recvAll(rootFd, rmac, sizeof rmac, Deadline(5)).isOk());
+  std::string frame(reinterpret_cast<const char*>(&r), sizeof r);
+  frame += payload;
+  CHECK(macEqual(rmac, boot::rootReplyMac(jobKey(secret), myNonce.data(), rootNonce.data(),
+                                          frame.data(), frame.size())
+                           .data()));
   net::closeFd(&rootFd);
+  Nonce session{};
+  memcpy(session.data(), payload.data(), kNonceBytes);
+  const std::string table = payload.substr(kNonceBytes);
   net::Address addr0;
   REQUIRE(net::Address::unpack(table.data(), &addr0));
   net::Address back;
@@ -75,14 +82,26 @@ TEST_CASE("hostile: garbage at a rank's ring port - then a frame of the wrong ro
   int garbage = dial(addr0);
   std::string junk(100, 'z');
   net::sendAll(garbage, junk.data(), junk.size(), Deadline(2));
+  auto ringHello = [&](uint64_t s, const Nonce& sess, int rank) {
+    boot::RingHello rh{boot::kRingHelloMagic, boot::kWireVersion, rank, 2, {}};
+    const Mac m = boot::ringHelloMac(jobKey(s), sess, rank, 2);
+    memcpy(rh.mac, m.data(), kMacBytes);
+    return rh;
+  };
   int wrongSecret = dial(addr0);
-  boot::RingHello rh{boot::kRingHelloMagic, boot::kWireVersion, secret + 1, 1, 2};
+  boot::RingHello rh = ringHello(secret + 1, session, 1);
   net::sendAll(wrongSecret, &rh, sizeof rh, Deadline(2));
+  // A hello of another ring (a replay from another rendezvous).
+  Nonce otherSession = session;
+  otherSession[0] ^= 1;
+  int replay = dial(addr0);
+  rh = ringHello(secret, otherSession, 1);
+  net::sendAll(replay, &rh, sizeof rh, Deadline(2));
   int wrongRank = dial(addr0);
-  rh = boot::RingHello{boot::kRingHelloMagic, boot::kWireVersion, secret, 0, 2};
+  rh = ringHello(secret, session, 0);
   net::sendAll(wrongRank, &rh, sizeof rh, Deadline(2));
   int toRank0 = dial(addr0);
-  rh = boot::RingHello{boot::kRingHelloMagic, boot::kWireVersion, secret, 1, 2};
+  rh = ringHello(secret, session, 1);
   REQUIRE(net::sendAll(toRank0, &rh, sizeof rh, Deadline(2)).isOk());
 
   // Rank 0 connects to us (its next) with its own hello.
@@ -91,13 +110,14 @@ TEST_CASE("hostile: garbage at a rank's ring port - then a frame of the wrong ro
   boot::RingHello got{};
   REQUIRE(net::recvAll(fromRank0, &got, sizeof got, Deadline(5)).isOk());
   CHECK(got.magic == boot::kRingHelloMagic);
-  CHECK(got.secret == secret);
   CHECK(got.rank == 0);
+  CHECK(macEqual(got.mac, boot::ringHelloMac(jobKey(secret), session, 0, 2).data()));
 
   // The bad ones were closed by rank 0.
   char c;
   CHECK(net::recvAll(garbage, &c, 1, Deadline(5)).code() == WEFT_ERR_REMOTE);
   CHECK(net::recvAll(wrongSecret, &c, 1, Deadline(5)).code() == WEFT_ERR_REMOTE);
+  CHECK(net::recvAll(replay, &c, 1, Deadline(5)).code() == WEFT_ERR_REMOTE);
   CHECK(net::recvAll(wrongRank, &c, 1, Deadline(5)).code() == WEFT_ERR_REMOTE);
 
   // Rank 0's allgather frame arrives; we answer with the wrong round.
@@ -120,6 +140,6 @@ TEST_CASE("hostile: garbage at a rank's ring port - then a frame of the wrong ro
   INFO(gatherSt.message());
   CHECK(gatherSt.code() == WEFT_ERR_INTERNAL);
   CHECK(contains(gatherSt.message(), "expected round 1 origin rank 1, got round 7"));
-  for (int* fd : {&silent, &garbage, &wrongSecret, &wrongRank, &toRank0, &fromRank0, &lfd})
+  for (int* fd : {&silent, &garbage, &wrongSecret, &replay, &wrongRank, &toRank0, &fromRank0, &lfd})
     net::closeFd(fd);
 }

@@ -8,12 +8,14 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/wire.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "net/socket.h"
@@ -203,6 +205,31 @@ inline uint64_t secretOf(const weft_unique_id_t& id) {
   UniqueIdData d;
   decodeUniqueId(id, &d);
   return d.secret;
+}
+
+// What a rank does by hand on a fresh connection `fd` to the root: reads the
+// root's challenge (into *rootNonce when given) and returns a hello for
+// `rank` of `nranks` at `ringAddr` whose MAC answers it under `secret`'s
+// key. A failed read leaves a hello that answers nothing.
+inline boot::RootHello helloFor(int fd, uint64_t secret, int rank, int nranks,
+                                const char* ringAddr = "127.0.0.1:9", Nonce* rootNonce = nullptr,
+                                Nonce* myNonce = nullptr) {
+  boot::RootChallenge c{};
+  net::recvAll(fd, &c, sizeof c, Deadline(5));
+  boot::RootHello h{};
+  h.magic = boot::kRootHelloMagic;
+  h.version = boot::kWireVersion;
+  for (size_t i = 0; i < kNonceBytes; ++i) h.nonce[i] = static_cast<uint8_t>(i * 37 + rank);
+  h.rank = rank;
+  h.nranks = nranks;
+  net::Address a;
+  net::Address::parse(ringAddr, &a);
+  a.pack(h.addr);
+  const Mac m = boot::rootHelloMac(jobKey(secret), c.nonce, h);
+  memcpy(h.mac, m.data(), kMacBytes);
+  if (rootNonce) memcpy(rootNonce->data(), c.nonce, kNonceBytes);
+  if (myNonce) memcpy(myNonce->data(), h.nonce, kNonceBytes);
+  return h;
 }
 
 }  // namespace test

@@ -5,11 +5,14 @@
 // tcp_wire.h).
 //
 // Input: a Hello, the receiving side of it (secret, communicator, ranks,
-// streams, which peers and streams it has), a PartHeader, what the receiver
-// expects of it, and a message length; missing bytes read as zero.
+// streams, which peers and streams it has, whether to re-seal the hello's
+// MAC over its fuzzed fields, so that the checks behind the MAC are
+// explored too), a PartHeader, what the receiver expects of it, and a
+// message length; missing bytes read as zero.
 //
-// Checks: a hello that passes says this rank's magic, version, secret,
-// communicator and stream count, a stream index in range, and comes from
+// Checks: a hello that passes says this rank's magic, version,
+// communicator and stream count, carries the MAC of its fields under this
+// communicator's key, is meant for this rank, has a stream index in range, and comes from
 // the peer and for the stream expected (answer) or from a lower rank among
 // the peers on a stream not yet open (incoming: establish() then indexes
 // fds[rank][stream] with it); the hello the other side builds passes; any
@@ -56,10 +59,14 @@ struct Side {  // the receiving side of a hello
 };
 
 void hello(Input& in) {
-  const Hello h = in.get<Hello>();
+  Hello h = in.get<Hello>();
   const Side s = in.get<Side>();
   HelloCheck want;
-  want.secret = s.secret;
+  want.key = weft::jobKey(s.secret);
+  if (s.flags & 2) {
+    const weft::Mac m = helloMac(want.key, h);
+    memcpy(h.mac, m.data(), sizeof h.mac);
+  }
   want.commId = s.commId;
   want.rank = s.rank % 8;
   want.nsocks = 1 + s.nsocks % 16;
@@ -75,9 +82,9 @@ void hello(Input& in) {
   }
   const std::string why = checkHello(h, want, peers, fds);
   if (why.empty()) {
-    if (h.magic != kHelloMagic || h.version != kWireVersion || h.secret != want.secret ||
-        h.commId != want.commId || h.nsocks != want.nsocks || h.sockIndex < 0 ||
-        h.sockIndex >= want.nsocks)
+    if (h.magic != kHelloMagic || h.version != kWireVersion || h.commId != want.commId ||
+        h.to != want.rank || h.nsocks != want.nsocks || h.sockIndex < 0 ||
+        h.sockIndex >= want.nsocks || !weft::macEqual(h.mac, helloMac(want.key, h).data()))
       abort();
     if (want.outgoing) {
       if (h.rank != want.peer || h.sockIndex != want.sock) abort();
@@ -89,13 +96,14 @@ void hello(Input& in) {
   }
   // What the other side's makeHello writes passes.
   if (want.outgoing) {
-    const Hello good = makeHello(want.secret, want.commId, want.peer, want.sock, want.nsocks);
+    const Hello good =
+        makeHello(want.key, want.commId, want.peer, want.rank, want.sock, want.nsocks);
     if (!checkHello(good, want, peers, fds).empty()) abort();
     return;
   }
   for (int r : peers)
     for (int k = 0; k < want.nsocks && r < want.rank; ++k) {
-      const Hello good = makeHello(want.secret, want.commId, r, k, want.nsocks);
+      const Hello good = makeHello(want.key, want.commId, r, want.rank, k, want.nsocks);
       if (checkHello(good, want, peers, fds).empty() != (fds[r][k] < 0)) abort();
     }
 }

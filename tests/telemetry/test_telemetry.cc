@@ -28,7 +28,7 @@ Setup setup(int rank, int nranks, uint64_t commId) {
   s.rank = rank;
   s.nranks = nranks;
   s.commId = commId;
-  s.secret = 0x1234 + static_cast<uint64_t>(getpid());
+  s.boardTag = 0x1234 + static_cast<uint64_t>(getpid());
   for (int r = 0; r < nranks; ++r) {
     s.hostnames.push_back("h");
     s.hostHashes.push_back(42);

@@ -335,7 +335,7 @@ void initRank(Rank& r, const GroupSpec& spec, int rank, uint64_t secret, uint64_
   r.mode = spec.mode;
   r.ctx.rank = rank;
   r.ctx.nranks = spec.nranks;
-  r.ctx.secret = secret;
+  r.ctx.key = jobKey(secret);
   r.ctx.commId = commId;
   r.ctx.config = spec.config;
   r.ctx.peers.resize(spec.nranks);

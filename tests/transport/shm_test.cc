@@ -18,7 +18,7 @@ namespace {
 
 // Names in /dev/shm of this communicator's segments.
 std::vector<std::string> segments(const TransportContext& ctx) {
-  std::string prefix = shm::segmentPrefix(ctx.secret, ctx.commId).substr(1);
+  std::string prefix = shm::segmentPrefix(ctx.key).substr(1);
   std::vector<std::string> out;
   DIR* d = opendir("/dev/shm");
   if (!d) return out;
@@ -47,9 +47,11 @@ TEST_CASE("shm: segments are gone after connect and after destroy", "[transport]
   INFO(modeName(mode));
   expectPass(runGroup(groupSpec(Kind::Shm, mode), [](Rank& r) -> std::string {
     int p = r.partner();
-    std::string mine = shm::segmentName(r.ctx.secret, r.ctx.commId, p, r.rank);
-    TP_CHECK(!contains(mine, strFormat("%llx", static_cast<unsigned long long>(r.ctx.secret))),
-             "the secret shows in %s", mine.c_str());
+    std::string mine = shm::segmentName(r.ctx.key, p, r.rank);
+    // The name shows a tag derived from the key, not the key.
+    TP_CHECK(!contains(mine, strFormat("%02x%02x%02x%02x", r.ctx.key[0], r.ctx.key[1],
+                                       r.ctx.key[2], r.ctx.key[3])),
+             "the key shows in %s", mine.c_str());
     bool existed = false;
     Status st = r.setup([&](const std::string&) { existed = has(segments(r.ctx), mine); });
     TP_CHECK(existed, "%s missing after localAddress", mine.c_str());
@@ -108,8 +110,8 @@ TEST_CASE("shm: segments are gone when connect never happens or fails", "[transp
         // Only rank 1's own segments remain (its FIFO from rank 0 and its
         // arena block): ours are gone although connect failed.
         auto left = segments(r.ctx);
-        TP_CHECK(left.size() == 2 && has(left, shm::segmentName(r.ctx.secret, r.ctx.commId, 0, 1)) &&
-                     has(left, shm::segmentName(r.ctx.secret, r.ctx.commId, 1, 1)),
+        TP_CHECK(left.size() == 2 && has(left, shm::segmentName(r.ctx.key, 0, 1)) &&
+                     has(left, shm::segmentName(r.ctx.key, 1, 1)),
                  "left: %s", join(left).c_str());
       }
       TP_CHECK(r.barrier(), "barrier");
@@ -139,8 +141,8 @@ TEST_CASE("shm: a peer dying during connect is reported at once", "[transport][s
     TP_CHECK(nowSeconds() - t0 < 5, "took %.1f s", nowSeconds() - t0);
     // The dead rank's own FIFO (0 -> 1) and arena block are its to unlink;
     // clean up after it.
-    shm_unlink(shm::segmentName(r.ctx.secret, r.ctx.commId, 0, 1).c_str());
-    shm_unlink(shm::segmentName(r.ctx.secret, r.ctx.commId, 1, 1).c_str());
+    shm_unlink(shm::segmentName(r.ctx.key, 0, 1).c_str());
+    shm_unlink(shm::segmentName(r.ctx.key, 1, 1).c_str());
     r.transport.reset();
     TP_CHECK(segments(r.ctx).empty(), "left: %s", join(segments(r.ctx)).c_str());
     return "";

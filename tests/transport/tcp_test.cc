@@ -11,6 +11,7 @@
 
 #include "net/socket.h"
 #include "transport/harness.h"
+#include "transports/tcp/tcp_connect.h"
 #include "transports/tcp/tcp_wire.h"
 
 using namespace weft;
@@ -32,16 +33,9 @@ int connectTo(const net::Address& a) {
   return st.isOk() ? fd : -1;
 }
 
+// Rank `rank`'s hello to rank 1 on stream `sock`.
 tcp::Hello hello(const TransportContext& ctx, int rank, int sock) {
-  tcp::Hello h{};
-  h.magic = tcp::kHelloMagic;
-  h.version = tcp::kWireVersion;
-  h.secret = ctx.secret;
-  h.commId = ctx.commId;
-  h.rank = rank;
-  h.sockIndex = sock;
-  h.nsocks = ctx.config.nsocksPerPeer;
-  return h;
+  return tcp::makeHello(ctx.key, ctx.commId, rank, 1, sock, ctx.config.nsocksPerPeer);
 }
 
 // True when the other end closed (EOF or reset) within `s` seconds.
@@ -78,15 +72,19 @@ TEST_CASE("tcp: strangers on the listening port are refused while real peers con
       junk.push_back(fd);
       // Silence.
       junk.push_back(connectTo(a));
-      // Good magic, wrong secret / communicator / rank; a truncated hello.
-      tcp::Hello bad[4] = {hello(r.ctx, 0, 0), hello(r.ctx, 0, 1), hello(r.ctx, 1, 0),
-                           hello(r.ctx, 0, 0)};
-      bad[0].secret ^= 1;
+      // Good magic: another job's key; another communicator; a rank that
+      // does not connect here; a field changed under a good MAC (a forgery
+      // of stream 1 from stream 0's hello); a truncated hello.
+      TransportContext other = r.ctx;
+      other.key = jobKey(randomU64());
+      tcp::Hello bad[5] = {hello(other, 0, 0), hello(r.ctx, 0, 1), hello(r.ctx, 1, 0),
+                           hello(r.ctx, 0, 0), hello(r.ctx, 0, 0)};
       bad[1].commId ^= 1;
-      for (int i = 0; i < 4; ++i) {
+      bad[3].sockIndex = 1;
+      for (int i = 0; i < 5; ++i) {
         fd = connectTo(a);
-        if (fd >= 0) send(fd, &bad[i], i == 3 ? 12 : sizeof bad[i], MSG_NOSIGNAL);
-        if (fd >= 0 && i == 3) shutdown(fd, SHUT_WR);
+        if (fd >= 0) send(fd, &bad[i], i == 4 ? 12 : sizeof bad[i], MSG_NOSIGNAL);
+        if (fd >= 0 && i == 4) shutdown(fd, SHUT_WR);
         junk.push_back(fd);
       }
     });
@@ -141,7 +139,7 @@ TEST_CASE("tcp: garbage from a connected peer is reported and pollFd wakes up",
   TransportContext ctx;
   ctx.rank = 1;
   ctx.nranks = 2;
-  ctx.secret = randomU64();
+  ctx.key = jobKey(randomU64());
   ctx.commId = randomU64();
   ctx.config = GroupSpec::defaultConfig();
   ctx.config.nsocksPerPeer = 2;
@@ -166,6 +164,8 @@ TEST_CASE("tcp: garbage from a connected peer is reported and pollFd wakes up",
     REQUIRE(recv(fds[s], &reply, sizeof reply, MSG_WAITALL) == static_cast<ssize_t>(sizeof reply));
     CHECK(reply.rank == 1);
     CHECK(reply.sockIndex == s);
+    CHECK(reply.to == 0);
+    CHECK(macEqual(reply.mac, tcp::helloMac(ctx.key, reply).data()));
   }
   // A well-formed first message on stream 0 (message 0 -> stream 0).
   char in[16];

@@ -35,8 +35,6 @@ namespace cuda_ipc {
 namespace {
 
 constexpr uint32_t kBlobMagic = 0x5743554c;  // "WCUL"
-// Control segments are named apart from the shm transport's (same comm).
-constexpr uint64_t kNameSalt = 0xc0da1bc0da1bc0daull;
 
 struct BlobHeader {
   uint32_t magic;
@@ -155,7 +153,8 @@ class CudaIpcTransport : public Transport {
   }
   size_t slotBytes() const { return ctx_.config.shmSlotBytes ? ctx_.config.shmSlotBytes : 1 << 20; }
   std::string segName(int src, int dst) const {
-    return shm::segmentName(ctx_.secret ^ kNameSalt, ctx_.commId, src, dst);
+    // Control segments are named apart from the shm transport's (same comm).
+    return shm::segmentName(ctx_.key, src, dst, "weft cuda_ipc names");
   }
   std::string describe(int p) const {
     const std::string& host =

@@ -182,9 +182,9 @@ std::vector<QpAddr> IbPeer::addrs() const {
   return out;
 }
 
-Status IbPeer::connect(const BlobHeader& remote, const QpAddr* remoteQps, uint64_t secret,
+Status IbPeer::connect(const BlobHeader& remote, const QpAddr* remoteQps, const Key& key,
                        uint64_t commId) {
-  secret_ = secret;
+  key_ = key;
   commId_ = commId;
   if (remote.nqps != nqps_)
     return invalidUsage(strFormat("ibverbs: %s uses %d queue pairs per peer, this rank %d "
@@ -204,10 +204,10 @@ Status IbPeer::connect(const BlobHeader& remote, const QpAddr* remoteQps, uint64
   Header h{};
   h.magic = kHdrMagic;
   h.type = static_cast<uint8_t>(MsgType::Hello);
-  h.tag = secret;
   h.len = commId;
   h.rank = sh_->rank;
-  sendMsg(0, h, nullptr, 0);
+  const Mac m = helloMac(key, commId, sh_->rank, peer_);
+  sendMsg(0, h, m.data(), m.size());
   return state_.failed();
 }
 
@@ -456,7 +456,9 @@ void IbPeer::onCompletion(const ibv_wc& wc) {
             onCts(h);
             break;
           case MsgType::Hello:
-            helloOk_ = h.tag == secret_ && h.len == commId_ && h.rank == peer_;
+            helloOk_ = h.len == commId_ && h.rank == peer_ && wc.byte_len >= sizeof h + kMacBytes &&
+                       macEqual(reinterpret_cast<const uint8_t*>(recvSlot(qi, slot) + sizeof h),
+                                helloMac(key_, commId_, peer_, sh_->rank).data());
             if (!helloOk_)
               fail(Status(WEFT_ERR_REMOTE, strFormat("ibverbs: the hello from %s is not from this "
                                                      "job and communicator",

@@ -61,7 +61,7 @@ class IbPeer {
   // This side's QP numbers and PSNs, published for the peer.
   std::vector<QpAddr> addrs() const;
   // RTR and RTS against the peer's QPs, then a Hello on QP 0.
-  Status connect(const BlobHeader& remote, const QpAddr* remoteQps, uint64_t secret,
+  Status connect(const BlobHeader& remote, const QpAddr* remoteQps, const Key& key,
                  uint64_t commId);
   bool helloReceived() const { return helloOk_; }
 
@@ -148,7 +148,8 @@ class IbPeer {
   uint64_t recvBase_ = 0;              // seq of recvs_.front()
   std::map<uint32_t, Arrival> early_;  // arrived before their receive was posted
   bool helloOk_ = false;
-  uint64_t secret_ = 0, commId_ = 0;
+  Key key_{};
+  uint64_t commId_ = 0;
   PeerState state_;
 };
 

@@ -202,7 +202,7 @@ Status IbTransport::connect(const std::vector<int>& peers, const std::vector<std
     std::vector<QpAddr> qps(static_cast<size_t>(h.nqps));
     in.skip(static_cast<size_t>(ctx_.rank) * h.nqps * sizeof(QpAddr));
     in.getArray(qps.data(), qps.size());
-    WEFT_RETURN_IF_ERROR(peers_[p]->connect(h, qps.data(), ctx_.secret, ctx_.commId));
+    WEFT_RETURN_IF_ERROR(peers_[p]->connect(h, qps.data(), ctx_.key, ctx_.commId));
   }
   // Every peer's Hello, bounded by the bootstrap timeout.
   Deadline dl(ctx_.config.bootstrapTimeoutS);

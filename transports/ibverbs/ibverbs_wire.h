@@ -21,6 +21,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/hmac.h"
+
 namespace weft {
 namespace ib {
 
@@ -38,13 +40,21 @@ struct Header {
   uint8_t reserved[3];
   uint32_t credits;  // slots the sender reposted since its last header
   uint32_t seq;      // message number (low 32 bits)
-  uint64_t tag;      // weft tag (Eager, Rts); secret (Hello)
+  uint64_t tag;      // weft tag (Eager, Rts)
   uint64_t len;      // payload bytes (Eager, Rts); commId (Hello)
   uint64_t addr;     // Cts: where to write; Eager, Rts: the send's Completion::stamp
   uint32_t rkey;     // Cts
   int32_t rank;      // Hello: the sender
 };
 static_assert(sizeof(Header) == 48, "Header layout");
+
+// A Hello's payload: HMAC-SHA256 under the communicator's key of its
+// commId, sender and receiver, so a peer that does not hold the job secret
+// is refused and the secret never crosses the fabric.
+inline Mac helloMac(const Key& key, uint64_t commId, int32_t from, int32_t to) {
+  return hmacSha256(key, {{"weft ibverbs hello", 19}, MacPart::of(commId), MacPart::of(from),
+                          MacPart::of(to)});
+}
 
 constexpr size_t kEager = kSlotBytes - sizeof(Header);
 

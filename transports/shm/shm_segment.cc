@@ -24,24 +24,16 @@ namespace weft {
 namespace shm {
 namespace {
 
-uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 size_t roundUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
 }  // namespace
 
-std::string segmentPrefix(uint64_t secret, uint64_t commId) {
-  return strFormat("/weft-%016llx-",
-                   static_cast<unsigned long long>(mix64(secret ^ mix64(commId))));
+std::string segmentPrefix(const Key& key, const char* purpose) {
+  return strFormat("/weft-%016llx-", static_cast<unsigned long long>(deriveTag(key, purpose)));
 }
 
-std::string segmentName(uint64_t secret, uint64_t commId, int src, int dst) {
-  return segmentPrefix(secret, commId) + strFormat("%d-%d", src, dst);
+std::string segmentName(const Key& key, int src, int dst, const char* purpose) {
+  return segmentPrefix(key, purpose) + strFormat("%d-%d", src, dst);
 }
 
 Status slotError(const char* transport, const SlotHeader& s, int rank, int peer,

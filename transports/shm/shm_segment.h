@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/hmac.h"
 #include "core/status.h"
 
 namespace weft {
@@ -99,11 +100,11 @@ Status slotError(const char* transport, const SlotHeader& s, int rank, int peer,
                  const std::string& peerDesc, uint64_t msgNo, uint64_t tag, size_t len,
                  size_t part);
 
-// "/weft-<hash of secret and commId>-<src>-<dst>". The secret itself never
-// appears in /dev/shm.
-std::string segmentName(uint64_t secret, uint64_t commId, int src, int dst);
-// The common prefix of every segment of one communicator ("/weft-<hash>-").
-std::string segmentPrefix(uint64_t secret, uint64_t commId);
+// "/weft-<tag>-<src>-<dst>", the tag derived from the communicator's key
+// and `purpose` (deriveTag: it reveals nothing of the key or the job secret).
+std::string segmentName(const Key& key, int src, int dst, const char* purpose = "weft shm names");
+// The common prefix of every segment of one communicator ("/weft-<tag>-").
+std::string segmentPrefix(const Key& key, const char* purpose = "weft shm names");
 size_t segmentBytes(uint32_t slots, size_t slotBytes);
 // Why a sender cannot use the header `h` of a segment of `mapped` bytes as
 // the FIFO src->dst ("" when it can): version, ranks, and every slot (at

@@ -70,7 +70,7 @@ class ShmTransport : public Transport {
       if (p.rank < 0 || p.rank >= ctx_.nranks || !canReach(p)) continue;
       auto seg = std::make_unique<Segment>();
       WEFT_RETURN_IF_ERROR(
-          seg->create(segmentName(ctx_.secret, ctx_.commId, p.rank, ctx_.rank), p.rank, ctx_.rank,
+          seg->create(segmentName(ctx_.key, p.rank, ctx_.rank), p.rank, ctx_.rank,
                       static_cast<uint32_t>(ctx_.config.shmSlots), ctx_.config.shmSlotBytes));
       incoming_[p.rank] = std::move(seg);
       ++local;
@@ -79,7 +79,7 @@ class ShmTransport : public Transport {
     if (ctx_.config.shmArenaChunk > 0 && local == ctx_.nranks - 1 && ctx_.nranks > 1) {
       myBlock_ = std::make_unique<Segment>();
       WEFT_RETURN_IF_ERROR(myBlock_->create(
-          segmentName(ctx_.secret, ctx_.commId, ctx_.rank, ctx_.rank), ctx_.rank, ctx_.rank,
+          segmentName(ctx_.key, ctx_.rank, ctx_.rank), ctx_.rank, ctx_.rank,
           static_cast<uint32_t>(Arena::kBlockSlots), ctx_.config.shmArenaChunk));
     }
     BlobWriter(blob).put(Blob{kBlobMagic, static_cast<int32_t>(getpid()), hostHash_});
@@ -275,10 +275,10 @@ Status ShmTransport::waitHandshake(const std::vector<int>& peers,
                                    std::vector<std::unique_ptr<Segment>>* out) {
   SegmentAttach a("shm", ctx_.rank, ctx_.config.bootstrapTimeoutS);
   for (int p : peers) {
-    a.open(p, segmentName(ctx_.secret, ctx_.commId, ctx_.rank, p), ctx_.rank, p, &(*out)[p],
+    a.open(p, segmentName(ctx_.key, ctx_.rank, p), ctx_.rank, p, &(*out)[p],
            "its FIFO to us does not exist");
     if (myBlock_)
-      a.open(p, segmentName(ctx_.secret, ctx_.commId, p, p), p, p, &blocks_[p],
+      a.open(p, segmentName(ctx_.key, p, p), p, p, &blocks_[p],
              "its arena block does not exist", /*count=*/true);
     a.await(p, incoming_[p].get());
   }

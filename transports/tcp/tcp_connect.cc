@@ -55,8 +55,8 @@ class Establisher {
   Status run();
 
  private:
-  Hello makeHello(int sock) const {
-    return tcp::makeHello(ctx_.secret, ctx_.commId, ctx_.rank, sock, nsocks_);
+  Hello makeHello(int to, int sock) const {
+    return tcp::makeHello(ctx_.key, ctx_.commId, ctx_.rank, to, sock, nsocks_);
   }
   void startConnect(int peer, int sock);
   void acceptAll();
@@ -84,7 +84,7 @@ void Establisher::startConnect(int peer, int sock) {
   c.peer = peer;
   c.sock = sock;
   c.remote = addrs_[peer];
-  c.out = makeHello(sock);
+  c.out = makeHello(peer, sock);
   c.startNs = nowNs();
   c.fd = socket(c.remote.ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (c.fd < 0) {
@@ -146,7 +146,7 @@ void Establisher::retryLater(Conn& c, const std::string& why) {
 
 // Why the hello in c.in is not acceptable, or "" when it is.
 std::string Establisher::checkHello(const Conn& c) const {
-  const HelloCheck want{ctx_.secret, ctx_.commId, ctx_.rank, nsocks_, c.outgoing, c.peer, c.sock};
+  const HelloCheck want{ctx_.key, ctx_.commId, ctx_.rank, nsocks_, c.outgoing, c.peer, c.sock};
   return tcp::checkHello(c.in, want, peers_, *fds_);
 }
 
@@ -212,7 +212,7 @@ void Establisher::handle(Conn& c, short revents) {
     }
     c.peer = c.in.rank;
     c.sock = c.in.sockIndex;
-    c.out = makeHello(c.sock);
+    c.out = makeHello(c.peer, c.sock);
     c.state = Conn::kSending;
     handle(c, POLLOUT);
   }
@@ -294,15 +294,17 @@ Status Establisher::run() {
 
 }  // namespace
 
-Hello makeHello(uint64_t secret, uint64_t commId, int rank, int sock, int nsocks) {
+Hello makeHello(const Key& key, uint64_t commId, int rank, int to, int sock, int nsocks) {
   Hello h{};
   h.magic = kHelloMagic;
   h.version = kWireVersion;
-  h.secret = secret;
   h.commId = commId;
   h.rank = rank;
+  h.to = to;
   h.sockIndex = sock;
   h.nsocks = nsocks;
+  const Mac m = helloMac(key, h);
+  memcpy(h.mac, m.data(), kMacBytes);
   return h;
 }
 
@@ -311,8 +313,12 @@ std::string checkHello(const Hello& h, const HelloCheck& want, const std::vector
   if (h.magic != kHelloMagic) return strFormat("garbage (magic 0x%08x)", h.magic);
   if (h.version != kWireVersion)
     return strFormat("wire version %u, not %u", h.version, kWireVersion);
-  if (h.secret != want.secret) return "wrong job secret";
-  if (h.commId != want.commId) return "hello for another communicator";
+  if (h.commId != want.commId)
+    return "hello for another communicator (of this job, or of one with another secret)";
+  if (h.to != want.rank) return strFormat("hello meant for rank %d, not %d", h.to, want.rank);
+  if (!macEqual(h.mac, helloMac(want.key, h).data()))
+    return "authentication failed (its HMAC is not this communicator's: another job's secret, "
+           "or a forgery)";
   if (h.nsocks != want.nsocks)
     return strFormat("it uses %d sockets per peer, this rank %d (WEFT_NSOCKS_PER_PEER differs)",
                      h.nsocks, want.nsocks);

@@ -1,8 +1,9 @@
 // Connection setup of the tcp transport: nsocks streams per pair of ranks,
 // the lower rank connecting to the higher one, each stream opened by a Hello
 // exchange (tcp_wire.h). The acceptor refuses, with a warning naming the
-// remote address, anything that is not a real peer: wrong magic, secret or
-// communicator, garbage, or silence for kHelloTimeoutS; it keeps waiting for
+// remote address, anything that is not a real peer: wrong magic,
+// communicator or HMAC (another job's secret), garbage, or silence for
+// kHelloTimeoutS; it keeps waiting for
 // the real peers meanwhile. Everything is bounded by the bootstrap timeout.
 #pragma once
 
@@ -21,7 +22,7 @@ constexpr double kHelloTimeoutS = 5.0;
 
 // What one stream's Hello must say: this rank's side of the exchange.
 struct HelloCheck {
-  uint64_t secret;
+  Key key;
   uint64_t commId;
   int rank;       // this rank
   int nsocks;     // streams per pair
@@ -30,9 +31,9 @@ struct HelloCheck {
   int sock;
 };
 
-// The hello rank `rank` sends on stream `sock` of a pair (establish()
-// writes it; tests and the fuzz target build the peer's with it).
-Hello makeHello(uint64_t secret, uint64_t commId, int rank, int sock, int nsocks);
+// The hello rank `rank` sends to rank `to` on stream `sock` of a pair
+// (establish() writes it; tests and the fuzz target build the peer's with it).
+Hello makeHello(const Key& key, uint64_t commId, int rank, int to, int sock, int nsocks);
 
 // Why hello `h` is not acceptable, or "" when it is (pure: establish()
 // calls it on every hello it reads). An answer must come from `peer` for

@@ -3,8 +3,10 @@
 // travel as they are laid out in memory; every field has a fixed size.
 //
 // Connection setup: the connecting rank (the lower one) sends a Hello, the
-// accepting rank checks it and answers with its own Hello; both then treat
-// the socket as one of the nsocks data streams of that pair.
+// accepting rank checks it (its HMAC under the communicator's key among
+// the rest) and answers with its own Hello, which the connecting rank checks
+// the same way; both then treat the socket as one of the nsocks data
+// streams of that pair.
 //
 // Data: a message of msgLen bytes is cut into tcpNumParts() contiguous parts;
 // part j travels on socket (seq + j) % nsocks, preceded by a PartHeader. The
@@ -17,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/hmac.h"
 #include "core/status.h"
 #include "net/socket.h"
 #include "transports/base/blob.h"
@@ -27,19 +30,26 @@ namespace tcp {
 constexpr uint32_t kHelloMagic = 0x57544348;  // "WTCH"
 constexpr uint32_t kDataMagic = 0x57544344;   // "WTCD"
 constexpr uint32_t kBlobMagic = 0x5754424c;   // "WTBL"
-constexpr uint32_t kWireVersion = 2;
+constexpr uint32_t kWireVersion = 3;  // 3: hellos carry an HMAC, not the secret
 
 struct Hello {
   uint32_t magic;    // kHelloMagic
   uint32_t version;  // kWireVersion
-  uint64_t secret;
-  uint64_t commId;
+  uint64_t commId;   // TransportContext::commId (public)
   int32_t rank;       // the sender of this hello
+  int32_t to;         // the rank it is meant for
   int32_t sockIndex;  // which of the pair's streams this socket is
   int32_t nsocks;     // streams per pair, must agree on both sides
-  uint32_t reserved;
+  // helloMac(): HMAC-SHA256 under the communicator's key of the fields
+  // above, so only a holder of the job secret can make one, and one made
+  // for a stream of this communicator is good for nothing else.
+  uint8_t mac[kMacBytes];
 };
-static_assert(sizeof(Hello) == 40, "Hello layout");
+static_assert(sizeof(Hello) == 64, "Hello layout");
+inline Mac helloMac(const Key& key, const Hello& h) {
+  return hmacSha256(key, {{"weft tcp hello", 15}, MacPart::of(h.commId), MacPart::of(h.rank),
+                          MacPart::of(h.to), MacPart::of(h.sockIndex), MacPart::of(h.nsocks)});
+}
 
 struct PartHeader {
   uint32_t magic;  // kDataMagic

@@ -240,9 +240,9 @@ Status UcxTransport::hello(const std::vector<int>& peers) {
     void* send;
     void* recv;
     Hello in;
+    Hello out;
   };
   std::vector<Pending> ps(2 * peers.size());
-  Hello out{kHelloMagic, kWireVersion, ctx_.secret, ctx_.commId, ctx_.rank, 0};
   ucp_request_param_t none{};
   Status result;
   for (size_t i = 0; i < ps.size(); ++i) {
@@ -250,9 +250,12 @@ Status UcxTransport::hello(const std::vector<int>& peers) {
     q.peer = peers[i / 2];
     q.e = static_cast<int>(i % 2);
     UcxPeer* peer = peers_[q.peer].get();
+    q.out = Hello{kHelloMagic, kWireVersion, ctx_.commId, ctx_.rank, q.peer, q.e, 0, {}};
+    const Mac m = helloMac(ctx_.key, q.out);
+    memcpy(q.out.mac, m.data(), kMacBytes);
     q.recv = ucp_tag_recv_nbx(sh_.worker, &q.in, sizeof q.in, ucpTag(q.peer, Kind::Hello, q.e),
                               ~0ull, &none);
-    q.send = ucp_tag_send_nbx(q.e ? peer->bulkEp() : peer->ep(), &out, sizeof out,
+    q.send = ucp_tag_send_nbx(q.e ? peer->bulkEp() : peer->ep(), &q.out, sizeof q.out,
                               ucpTag(ctx_.rank, Kind::Hello, q.e), &none);
     for (void* r : {q.recv, q.send})
       if (UCS_PTR_IS_ERR(r) && result.isOk())
@@ -299,11 +302,12 @@ Status UcxTransport::hello(const std::vector<int>& peers) {
       ucp_request_free(*r);
     }
     if (result.isOk() &&
-        (q.in.magic != kHelloMagic || q.in.version != kWireVersion || q.in.secret != ctx_.secret ||
-         q.in.commId != ctx_.commId || q.in.rank != q.peer))
+        (q.in.magic != kHelloMagic || q.in.version != kWireVersion ||
+         q.in.commId != ctx_.commId || q.in.rank != q.peer || q.in.to != ctx_.rank ||
+         q.in.endpoint != q.e || !macEqual(q.in.mac, helloMac(ctx_.key, q.in).data())))
       result = Status(WEFT_ERR_REMOTE,
                       strFormat("ucx transport: rank %d: the hello from rank %d is not from this "
-                                "job and communicator",
+                                "job and communicator (its HMAC or fields do not match)",
                                 ctx_.rank, q.peer));
   }
   return result;

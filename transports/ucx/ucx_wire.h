@@ -24,13 +24,15 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/hmac.h"
+
 namespace weft {
 namespace ucx {
 
 constexpr uint32_t kBlobMagic = 0x5755424c;  // "WUBL"
 constexpr uint32_t kHdrMagic = 0x57554844;   // "WUHD"
 constexpr uint32_t kHelloMagic = 0x57554845; // "WUHE"
-constexpr uint32_t kWireVersion = 2;
+constexpr uint32_t kWireVersion = 3;  // 3: hellos carry an HMAC, not the secret
 constexpr size_t kInline = 65536;
 // A payload up to kImmediate bytes is first offered to UCP for immediate
 // completion from a stack copy (UcxPeer::postSend); larger ones, or ones UCP
@@ -58,17 +60,24 @@ struct MsgHeader {
 };
 static_assert(sizeof(MsgHeader) == 32, "MsgHeader layout");
 
-// Sent to every peer by connect(): proves the endpoint works both ways and
-// that the peer belongs to this job and communicator.
+// Sent to every peer by connect(), on each endpoint: proves the endpoint
+// works both ways and, by its HMAC under the communicator's key, that the
+// peer holds the job secret and belongs to this communicator.
 struct Hello {
   uint32_t magic;  // kHelloMagic
   uint32_t version;
-  uint64_t secret;
   uint64_t commId;
-  int32_t rank;
+  int32_t rank;  // the sender
+  int32_t to;    // the rank it is meant for
+  int32_t endpoint;  // 0: control, 1: bulk
   uint32_t reserved;
+  uint8_t mac[kMacBytes];  // helloMac()
 };
-static_assert(sizeof(Hello) == 32, "Hello layout");
+static_assert(sizeof(Hello) == 64, "Hello layout");
+inline Mac helloMac(const Key& key, const Hello& h) {
+  return hmacSha256(key, {{"weft ucx hello", 15}, MacPart::of(h.commId), MacPart::of(h.rank),
+                          MacPart::of(h.to), MacPart::of(h.endpoint)});
+}
 
 // The published address: this header, then the UCP worker address.
 struct BlobHeader {
