@@ -11,18 +11,34 @@ namespace {
 
 static_assert(kArenaRingSlots == shm::Arena::kRingSlots, "arena_plan.h's rule follows the arena");
 
+// A rank's call, as two words beside its flag: w0 = type | dtype << 8 |
+// op << 16 | chain bits 0-7 << 24 | root << 32; w1 = count | chain bits
+// 8-23 << 48 (counts of 2^48 elements and more carry no chain bits). The
+// chain (Arena::chainCall) hashes every arena call so far, so comparing the
+// words compares the ranks' histories too.
+constexpr uint64_t kW0Call = ~(0xffull << 24);
+constexpr uint64_t kCountBits = (1ull << 48) - 1;
+
 uint64_t descWord0(const CollArgs& a, weft_datatype_t dt) {
   return static_cast<uint64_t>(a.type) | static_cast<uint64_t>(dt) << 8 |
          static_cast<uint64_t>(a.op) << 16 |
          static_cast<uint64_t>(static_cast<uint32_t>(a.root)) << 32;
 }
+uint64_t withChain0(uint64_t w0, uint32_t chain) {
+  return w0 | static_cast<uint64_t>(chain & 0xff) << 24;
+}
+uint64_t descWord1(uint64_t count, uint32_t chain) {
+  return count > kCountBits ? count : count | static_cast<uint64_t>((chain >> 8) & 0xffff) << 48;
+}
+// (Messages only: a count of 2^48 or more would print masked.)
+uint64_t countOf(uint64_t w1) { return w1 & kCountBits; }
 
 std::string describeDesc(uint64_t w0, uint64_t w1) {
   CollArgs a;
   a.type = static_cast<CollType>(w0 & 0xff);
   a.op = static_cast<weft_op_t>((w0 >> 16) & 0xff);
   a.root = static_cast<int>(static_cast<uint32_t>(w0 >> 32));
-  a.count = w1;
+  a.count = countOf(w1);
   std::string s = describeOp(a, static_cast<weft_datatype_t>((w0 >> 8) & 0xff), 0);
   // describeOp prints "#0" for the sequence number we do not know here.
   size_t hash = s.find(" #0");
@@ -35,10 +51,10 @@ std::string describeDesc(uint64_t w0, uint64_t w1) {
 // names its round last (the caller stores it, after the data), so a reader
 // that sees it may read the slot without waiting for the flag.
 inline shm::Arena::RingSlot* describeInRing(const shm::Arena& a, uint64_t g, uint64_t w0,
-                                            uint64_t count, uint64_t stamp) {
+                                            uint64_t w1, uint64_t stamp) {
   shm::Arena::RingSlot* s = a.ringSlot(a.rank(), g);
   s->desc[0] = w0;
-  s->desc[1] = count;
+  s->desc[1] = w1;
   s->stamp = stamp;
   return s;
 }
@@ -67,6 +83,9 @@ ArenaOp::ArenaOp(shm::Arena* arena, const ArenaPlan& plan, const CollArgs& args,
       recv_(static_cast<uint8_t*>(recv)),
       seq_(seq),
       w0_(descWord0(args, dt)) {
+  const uint32_t chain = arena->chainCall(w0_, args.count);
+  w0_ = withChain0(w0_, chain);
+  w1_ = descWord1(args.count, chain);
   base_ = arena->reserveRounds(plan.rounds);
   len_ = plan.rounds ? std::min(plan.step, plan.total) : 0;
 }
@@ -141,13 +160,13 @@ __attribute__((always_inline)) inline bool ArenaOp::act(const ArenaPhase& ph, ui
 
 __attribute__((always_inline)) inline void ArenaOp::phaseA(uint64_t g) {
   if (plan_.mode == ArenaPlan::Mode::Ring) {
-    shm::Arena::RingSlot* s = describeInRing(*arena_, g, w0_, args_.count, rec_ ? rec_->stamp : 0);
+    shm::Arena::RingSlot* s = describeInRing(*arena_, g, w0_, w1_, rec_ ? rec_->stamp : 0);
     act(plan_.round(round_).a, g, nullptr);  // A only copies
     s->round.store(g, std::memory_order_release);
     return;
   }
   if (round_ == 0)
-    arena_->setDesc(g, w0_, args_.count, rec_ ? rec_->stamp : 0,
+    arena_->setDesc(g, w0_, w1_, rec_ ? rec_->stamp : 0,
                     plan_.mode == ArenaPlan::Mode::Direct ? send_ : nullptr);
   act(plan_.round(round_).a, g, nullptr);  // A only copies
 }
@@ -160,7 +179,7 @@ __attribute__((always_inline)) inline bool ArenaOp::checkCalls(uint64_t g, Statu
     uint64_t stamp = 0;
     // Two calls, so that each inlines with a constant ringFirst.
     const uint64_t* d = ring ? arena_->descOf(p, g, &stamp, true) : arena_->descOf(p, g, &stamp);
-    if (__builtin_expect(!d || d[0] != w0_ || d[1] != args_.count, 0)) {
+    if (__builtin_expect(!d || d[0] != w0_ || d[1] != w1_, 0)) {
       *st = mismatch(p, d);
       return false;
     }
@@ -169,7 +188,16 @@ __attribute__((always_inline)) inline bool ArenaOp::checkCalls(uint64_t g, Statu
   return true;
 }
 
-Status ArenaOp::mismatch(int p, const uint64_t* d) const {
+Status ArenaOp::mismatch(int p, const uint64_t* d) {
+  // Ranks waiting for this one learn at once that it stopped.
+  arena_->markFailed();
+  if (d && (d[0] & kW0Call) == (w0_ & kW0Call) && countOf(d[1]) == countOf(w1_))
+    return invalidUsage(strFormat(
+        "mismatched collectives before %s on rank %d: %s made the same call, but their earlier "
+        "collectives on this communicator differ (e.g. a broadcast or reduce whose root differs "
+        "between ranks, where no rank compares calls): check the calls since the last one that "
+        "succeeded on every rank (shm arena)",
+        describe().c_str(), arena_->rank(), arena_->describe(p).c_str()));
   return invalidUsage(
       strFormat("mismatched collectives at %s on rank %d: %s called %s (shm arena)",
                 describe().c_str(), arena_->rank(), arena_->describe(p).c_str(),
@@ -316,7 +344,7 @@ Status ArenaOp::runOneShot(double timeoutS, const std::atomic<bool>* cancel) {
   const bool inl = plan_.mode == ArenaPlan::Mode::Inline;
   WEFT_RETURN_IF_ERROR(awaitStage(g, timeoutS, cancel));  // stage 0: the gate
   const int me = arena_->rank(), n = arena_->nranks();
-  arena_->setDesc(g, w0_, args_.count, rec_ ? rec_->stamp : 0);
+  arena_->setDesc(g, w0_, w1_, rec_ ? rec_->stamp : 0);
   memcpy(inl ? arena_->inlineData(me, g) : arena_->buf(me, par), send_, len_);
   if (rec_) rec_->sent[tx_] += len_;
   arena_->publish(arenaFlagA(g));
@@ -348,7 +376,7 @@ Status ArenaOp::runRing(double timeoutS, const std::atomic<bool>* cancel) {
   WEFT_RETURN_IF_ERROR(awaitStage(g, timeoutS, cancel));  // stage 0: the gate
   const int root = args_.root;
   const bool isRoot = arena_->rank() == root;
-  shm::Arena::RingSlot* s = describeInRing(*arena_, g, w0_, args_.count, rec_ ? rec_->stamp : 0);
+  shm::Arena::RingSlot* s = describeInRing(*arena_, g, w0_, w1_, rec_ ? rec_->stamp : 0);
   if (isRoot) {
     memcpy(s->data(len_), send_, len_);
     if (recv_ != send_) memcpy(recv_, send_, len_);

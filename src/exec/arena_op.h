@@ -7,8 +7,11 @@
 // the ranks' calls (round 0: each rank's call beside its flag, so ranks
 // that called different collectives fail naming both).
 //
-// A broadcast root does not wait in B, so it does not compare: the others
-// report a mismatch, and the root's next collective then times out.
+// A broadcast root does not wait in B, so it does not compare; but every
+// descriptor also carries a hash of the calls before it (Arena::chainCall),
+// so the next collective that compares calls (any with an all-rank wait)
+// finds it, on every rank. A rank that finds a mismatch marks itself failed
+// in the arena, so that ranks waiting for it fail at once.
 #pragma once
 
 #include <atomic>
@@ -97,7 +100,9 @@ class ArenaOp : public OpRunner {
   uint8_t* at(const ArenaLoc& l, uint64_t g) const;
   // Compares every rank's call (or the one B waits for) with mine.
   bool checkCalls(uint64_t g, Status* st);
-  Status mismatch(int p, const uint64_t* d) const;
+  // The error naming both calls (or, where the calls agree, saying that
+  // the ranks' earlier calls differ); marks this rank failed in the arena.
+  Status mismatch(int p, const uint64_t* d);
   // Waits until every rank (or the plan's waitOnly) reached target().
   Status waitTarget(double timeoutS, const std::atomic<bool>* cancel);
   // The flag every rank must reach before the current stage.
@@ -114,7 +119,7 @@ class ArenaOp : public OpRunner {
   uint8_t* send_;
   uint8_t* recv_;
   uint64_t seq_;
-  uint64_t w0_;  // my call, as described beside my flag (w1: args_.count)
+  uint64_t w0_, w1_;  // my call and the call history, as described beside my flag
   uint64_t base_ = 0;
   size_t round_ = 0;
   size_t lo_ = 0, len_ = 0;  // the current round's bytes

@@ -206,9 +206,8 @@ Status Arena::wait(uint64_t v, double timeoutS, const std::function<std::string(
     for (int r = 0; r < nranks_; ++r) {
       if ((only >= 0 && r != only) || seqOf(r, v) >= v) continue;
       if (exited(r) || left(r))
-        return Status(WEFT_ERR_REMOTE,
-                      strFormat("rank %d: %s: %s %s", rank_, what().c_str(), describe_[r].c_str(),
-                                exited(r) ? "exited" : "ended its communicator (abort or destroy)"));
+        return Status(WEFT_ERR_REMOTE, strFormat("rank %d: %s: %s %s", rank_, what().c_str(),
+                                                 describe_[r].c_str(), whyGone(r).c_str()));
       behind += (behind.empty() ? "" : ", ") + describe_[r];
     }
     if (now >= end)
@@ -217,6 +216,15 @@ Status Arena::wait(uint64_t v, double timeoutS, const std::function<std::string(
                               "for %s",
                               rank_, what().c_str(), timeoutS, behind.c_str()));
   }
+}
+
+std::string Arena::whyGone(int r) const {
+  // The marker first: a rank that found a mismatch may well have exited
+  // since, and the mismatch is the cause.
+  if (stoppedAtMismatch(r))
+    return "stopped: it found mismatched collectives (its error names the calls)";
+  if (exited(r)) return "exited";
+  return "ended its communicator (abort or destroy)";
 }
 
 bool Arena::armSleep(const std::function<bool()>& news, uint32_t* bell) {

@@ -95,6 +95,28 @@ class Arena {
     nextRound_ += rounds;
     return base;
   }
+  // The call history: a hash chained over the calls of every arena
+  // collective so far, this one's (w0, count) included, in issue order.
+  // Ranks that called the same collectives hold the same chain; it rides in
+  // spare bits of the descriptor beside each rank's flag (arena_op.cc), so
+  // that a collective that compares calls also compares everything before
+  // it, at no extra cache line: a broadcast whose root differs between
+  // ranks (no rank compares anything there) shows at the next collective
+  // that does.
+  uint32_t chainCall(uint64_t w0, uint64_t count) {
+    uint64_t x = (static_cast<uint64_t>(chain_) << 32) ^ w0 ^ (count * 0x9e3779b97f4a7c15ull);
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    chain_ = static_cast<uint32_t>(x ^ (x >> 31));
+    return chain_;
+  }
+  // This rank stopped at an error it found in the arena (mismatched
+  // collectives): ranks waiting for it fail at once, saying so.
+  void markFailed() {
+    hdr_[rank_]->closed.store(2, std::memory_order_release);
+    for (int r = 0; r < nranks_; ++r)
+      if (r != rank_) wakeIfSleeping(r);
+  }
 
   // Rank r's descriptor words for rounds of parity `par` (2 words each).
   const uint64_t* desc(int r, int par) const { return hdr_[r]->lines[par].desc; }
@@ -198,8 +220,14 @@ class Arena {
   }
   // Rank r's process has exited.
   bool exited(int r) const { return watches_[r] && watches_[r]->exited(); }
-  // Rank r ended its communicator (abort or destroy; its process may live on).
+  // Rank r ended its communicator (abort or destroy; its process may live
+  // on), or stopped at a mismatch it found (markFailed).
   bool left(int r) const { return hdr_[r]->closed.load(std::memory_order_acquire) != 0; }
+  bool stoppedAtMismatch(int r) const {
+    return hdr_[r]->closed.load(std::memory_order_acquire) == 2;
+  }
+  // Why rank r is gone, for messages: "exited", "ended its communicator ...".
+  std::string whyGone(int r) const;
   const std::string& describe(int r) const { return describe_[r]; }
 
  private:
@@ -221,6 +249,7 @@ class Arena {
   std::vector<PidWatch*> watches_;
   std::vector<std::string> describe_;
   uint64_t nextRound_ = 1;
+  uint32_t chain_ = 0;
   SpinBudget spin_;
   bool oversubscribed_;
   bool reachedSlow(uint64_t v, int* lagging, int only) const;

@@ -47,9 +47,10 @@ struct alignas(kCacheLine) FifoHeader {
   uint64_t slotStride;             // bytes from one slot to the next (header + payload, padded)
   std::atomic<uint32_t> attached;  // set by the sender once it mapped the segment
   std::atomic<uint32_t> broken;    // set by the receiver on a protocol error
-  // Rank blocks: set when the creator's communicator ends (abort, destroy),
-  // so that peers waiting for it fail at once instead of at WEFT_TIMEOUT_S
-  // (its process may live on: a watchdog's abort).
+  // Rank blocks: set when the creator's communicator ends (1: abort,
+  // destroy) or stops at an error it found in the arena (2: mismatched
+  // collectives), so that peers waiting for it fail at once instead of at
+  // WEFT_TIMEOUT_S (its process may live on: a watchdog's abort).
   std::atomic<uint32_t> closed;
   // Where `probeValue` lies in the creator's address space: a peer that
   // reads it there with process_vm_readv and finds the value knows that it

@@ -139,6 +139,10 @@ class ShmTransport : public Transport {
       return Status::ok();
     ShmPeer& ch = *peers_[peer];
     if (!ch.failed().isOk()) return ch.failed();
+    // A peer that stopped at a mismatch it found in the arena says so, even
+    // once its process has exited.
+    if (arena_ && arena_->stoppedAtMismatch(peer))
+      return ch.fail(Status(WEFT_ERR_REMOTE, describe(peer) + " " + arena_->whyGone(peer)));
     if (watches_[peer] && watches_[peer]->exited())
       return ch.fail(Status(WEFT_ERR_REMOTE, describe(peer) + " exited"));
     if (ch.peerLeft())
@@ -154,7 +158,9 @@ class ShmTransport : public Transport {
     // Peers waiting for this rank learn it left (checkPeer, Arena::wait),
     // whether or not its process lives on; their sleepers are woken to look.
     if (myBlock_ && myBlock_->header()) {
-      myBlock_->header()->closed.store(1, std::memory_order_release);
+      // (Keeping a mismatch marker: peers should learn the cause.)
+      uint32_t open = 0;
+      myBlock_->header()->closed.compare_exchange_strong(open, 1, std::memory_order_acq_rel);
       if (arena_)
         for (int r = 0; r < ctx_.nranks; ++r)
           if (r != ctx_.rank) arena_->wakeIfSleeping(r);
