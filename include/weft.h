@@ -232,7 +232,17 @@ weft_result_t weft_comm_get_async_error(weft_comm_t comm, weft_result_t *async_e
  * sendcount; reduce-scatter: recvbuf == sendbuf + rank * recvcount).
  * count 0 is allowed and does nothing but synchronize nothing. Host memory
  * with stream NULL: outside a group the call returns when the result is in
- * recvbuf. */
+ * recvbuf.
+ * Every rank must make the same calls in the same order (collective, count,
+ * datatype, op, root). A mismatch fails with INVALID_USAGE naming both
+ * calls on the rank that finds it, and ranks waiting for a rank that
+ * stopped at one fail at once (REMOTE, naming it). On one host (the shm
+ * arena) every mismatch is found: at the call, or, for a broadcast or
+ * reduce whose root differs between ranks (where no rank compares), at the
+ * next collective that compares calls. Over the network a rank finds it in
+ * a message of the other call; where no rank sends what another waits for
+ * (roots that differ, a reduce met by a broadcast from the same root), the
+ * ranks fail at WEFT_TIMEOUT_S, naming the ranks they waited for. */
 
 weft_result_t weft_allreduce(const void *sendbuf, void *recvbuf, size_t count,
                              weft_datatype_t datatype, weft_op_t op, weft_comm_t comm,
@@ -257,8 +267,15 @@ weft_result_t weft_reduce_scatter(const void *sendbuf, void *recvbuf, size_t rec
 weft_result_t weft_alltoall(const void *sendbuf, void *recvbuf, size_t count,
                             weft_datatype_t datatype, weft_comm_t comm, weft_stream_t stream);
 /* Point to point: the k-th send to a peer matches that peer's k-th recv from
- * this rank; counts and datatypes must agree. Outside a group a send waits
- * for its matching recv (use a group to send and receive together). */
+ * this rank. Their sizes in bytes (count x datatype size) must agree: a recv
+ * of another size fails with INVALID_USAGE naming both calls, and the
+ * sender's next call on the communicator fails at once (REMOTE, naming the
+ * receiver). Datatypes are not compared: the bytes travel as they are. A
+ * send returns once the transport holds its bytes: small sends are
+ * buffered and do not wait for the matching recv (sends to a peer that has
+ * not received yet return success, and their data waits for its recvs); a
+ * large one may wait until the receiver takes it. Use a group to send and
+ * receive together. */
 weft_result_t weft_send(const void *buf, size_t count, weft_datatype_t datatype, int peer,
                         weft_comm_t comm, weft_stream_t stream);
 weft_result_t weft_recv(void *buf, size_t count, weft_datatype_t datatype, int peer,

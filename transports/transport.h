@@ -211,6 +211,12 @@ class Transport {
   // The collective arena of one host (transports/shm/arena.h): set by shm
   // when every rank of the communicator is on this host.
   virtual shm::Arena* arena() { return nullptr; }
+  // This rank's communicator stopped at a mismatch it found (the engine
+  // failed with INVALID_USAGE: another rank called something else). Peers
+  // must not wait for it until their timeout: tell them, where the
+  // transport can (shm: the arena's marker, which names the cause; tcp:
+  // the streams are shut, so peers see the connection closed at once).
+  virtual void stoppedAtMismatch() {}
 };
 
 // Factories, one per transport folder.

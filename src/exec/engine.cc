@@ -157,6 +157,11 @@ void Engine::fail(const Status& st) {
   if (error_.isOk()) {
     error_ = st;
     WEFT_WARN(kColl, "%s", st.message().c_str());
+    // A mismatch this rank found: its peers would otherwise wait for it
+    // until their timeout (they may have returned from the mismatched call
+    // already, e.g. a send of another size).
+    if (st.code() == WEFT_ERR_INVALID_USAGE)
+      for (Transport* t : transports_) t->stoppedAtMismatch();
   }
   if (localPending_) {
     // Local work still running writes into the ops' buffers: it must end

@@ -104,6 +104,9 @@ class ShmTransport : public Transport {
   }
 
   Arena* arena() override { return arena_.get(); }
+  void stoppedAtMismatch() override {
+    if (arena_) arena_->markFailed();
+  }
 
   Arm armSleep(uint64_t* token) override {
     if (!arena_) return Arm::kNoDoorbell;

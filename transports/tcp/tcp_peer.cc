@@ -390,6 +390,11 @@ void TcpPeer::dropOps(RingQueue<Op>& ops, const Status* st) {
   }
 }
 
+void TcpPeer::hangUp() {
+  for (Stream& s : streams_)
+    if (s.fd >= 0) ::shutdown(s.fd, SHUT_RDWR);
+}
+
 void TcpPeer::abort() {
   state_.abort();
   for (Stream& s : streams_) {

@@ -68,6 +68,9 @@ class TcpPeer {
   Status check();
   // Closes everything; pending operations are dropped, later posts fail.
   void abort();
+  // Shuts every stream (both directions) but keeps the descriptors: the
+  // peer sees the connection closed at once (Transport::stoppedAtMismatch).
+  void hangUp();
   const Status& failed() const { return state_.failed(); }
 
  private:

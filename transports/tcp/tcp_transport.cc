@@ -52,6 +52,10 @@ class TcpTransport : public Transport {
       return Status::ok();
     return peers_[peer]->check();
   }
+  void stoppedAtMismatch() override {
+    for (auto& p : peers_)
+      if (p) p->hangUp();
+  }
   void shutdown() override {
     for (auto& p : peers_)
       if (p) p->abort();
