@@ -23,6 +23,7 @@
 #include <cstring>
 
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/checks.h"
 #include "bootstrap/wire.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -153,15 +154,9 @@ Status receiveTable(int fd, const std::string& rootName, int rank, int nranks, d
                                    " failed authentication: whatever answered there does not "
                                    "hold this job's secret"
                              : me + ": receiving the rank table's MAC: " + st.message());
-  memcpy(session->data(), payload.data(), kNonceBytes);
-  const char* addrs = payload.data() + kNonceBytes;
-  table->resize(static_cast<size_t>(nranks));
-  for (int i = 0; i < nranks; ++i) {
-    if (!net::Address::unpack(addrs + i * net::Address::kPackedSize,
-                              &(*table)[static_cast<size_t>(i)]))
-      return failure(WEFT_ERR_INTERNAL,
-                     strFormat("%s: bad address of rank %d in the rank table", me.c_str(), i));
-  }
+  const std::string bad = boot::parseRankTable(payload, nranks, session, table);
+  if (!bad.empty())
+    return failure(WEFT_ERR_INTERNAL, me + ": the root at " + rootName + " sent " + bad);
   return Status::ok();
 }
 
@@ -245,15 +240,9 @@ Status acceptRingPeer(int listenFd, const Key& key, const Nonce& session, int ra
         continue;
       }
       if (p.got < sizeof p.hello) continue;
-      const RingHello& h = p.hello;
-      if (h.version != boot::kWireVersion) {
-        refuse(p, strFormat("wire version %u differs from %u", h.version, boot::kWireVersion));
-      } else if (!macEqual(h.mac, boot::ringHelloMac(key, session, h.rank, h.nranks).data())) {
-        refuse(p, "authentication failed (another job's secret, or a replay from another ring)");
-      } else if (h.nranks != nranks) {
-        refuse(p, strFormat("nranks %d differs from %d", h.nranks, nranks));
-      } else if (h.rank != prev) {
-        refuse(p, strFormat("hello from rank %d, expected rank %d", h.rank, prev));
+      const std::string why = boot::checkRingHello(p.hello, key, session, nranks, prev);
+      if (!why.empty()) {
+        refuse(p, why);
       } else {
         Status st = net::setNonBlocking(p.fd, false);
         if (!st.isOk()) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/checks.h"
 #include "bootstrap/wire.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -118,8 +119,7 @@ class Root {
 };
 
 bool Root::authentic(const Conn& c) const {
-  return c.hello.magic == kRootHelloMagic && c.hello.version == kWireVersion &&
-         macEqual(c.hello.mac, rootHelloMac(key_, c.nonce.data(), c.hello).data());
+  return rootHelloAuthentic(c.hello, key_, c.nonce.data());
 }
 
 std::string Root::sealed(const Conn& c, std::string frame) const {
@@ -129,23 +129,8 @@ std::string Root::sealed(const Conn& c, std::string frame) const {
 }
 
 std::string Root::validate(const Conn& c) const {
-  const RootHello& h = c.hello;
-  if (h.magic != kRootHelloMagic) return "bad magic";
-  if (h.version != kWireVersion)
-    return strFormat("wire version %u differs from %u", h.version, kWireVersion);
-  if (!authentic(c)) return "authentication failed (wrong job secret)";
-  if (h.nranks < 1) return strFormat("nranks %d is invalid", h.nranks);
-  if (h.nranks > kMaxRanks)
-    return strFormat("nranks %d exceeds weft's limit of %d ranks", h.nranks, kMaxRanks);
-  if (nranks_ > 0 && h.nranks != nranks_)
-    return strFormat("nranks %d differs from %d", h.nranks, nranks_);
-  if (h.rank < 0 || h.rank >= h.nranks)
-    return strFormat("rank %d out of range for %d ranks", h.rank, h.nranks);
-  if (byRank_.count(h.rank))
-    return strFormat("duplicate rank %d", h.rank);
-  net::Address a;
-  if (!net::Address::unpack(h.addr, &a)) return "bad listen address";
-  return "";
+  return checkRootHello(c.hello, key_, c.nonce.data(), nranks_,
+                        [this](int r) { return byRank_.count(r) != 0; });
 }
 
 // Closes `c` with a warning. `tell`: the hello was complete, so the rank gets
