@@ -64,7 +64,7 @@ def exchange(state, description, value=0, need_values=False):
         dist.all_gather_object(descriptions, description, group=state.control)
         other = next(r for r in range(state.size) if digests[r] != digests[0])
         raise MismatchError(
-            f"weft.torch: ranks called different collectives (call #{_seq} on each rank): rank 0: "
+            f"weft.torch: ranks called different collectives (at the call checked #{_seq} on this rank): rank 0: "
             f"{descriptions[0]}; rank {other}: {descriptions[other]} (this is rank {state.rank}: "
             f"{description}). Every rank must issue the same collectives, with the same names, shapes, "
             "dtypes and ops, in the same order")

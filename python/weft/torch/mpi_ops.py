@@ -183,6 +183,11 @@ def _scale_(tensor, factor):
     return tensor.copy_(tensor.to(torch.float64).mul_(factor))
 
 
+def _scales(prescale, postscale):
+    text = f" prescale={float(prescale)!r}" if prescale != 1 else ""
+    return text + (f" postscale={float(postscale)!r}" if postscale != 1 else "")
+
+
 def _shapes(names, tensors, free_first=False):
     return ", ".join(f"'{n}' {_check.shape_text(t, free_first)}" for n, t in zip(names, tensors))
 
@@ -196,8 +201,7 @@ def _allreduce_start(kind, tensors, outputs, names, op, prescale, postscale):
     torch_op = _torch_op(op, kind)
     for t in tensors:
         _check_tensor(t, kind)
-    _check.exchange(st, f"{kind} {_shapes(names, tensors)} op={_OP_NAMES[op]} "
-                        f"prescale={float(prescale)!r} postscale={float(postscale)!r}")
+    _check.exchange(st, f"{kind} {_shapes(names, tensors)} op={_OP_NAMES[op]}{_scales(prescale, postscale)}")
     with torch.no_grad():
         for t, o in zip(tensors, outputs):
             if o is not t:
@@ -514,8 +518,7 @@ def _reducescatter_start(tensor, name, op, prescale, postscale):
     _check_tensor(tensor, "reducescatter")
     if tensor.dim() == 0:
         raise ValueError("weft.torch.reducescatter: the tensor needs at least one dimension")
-    _check.exchange(st, f"reducescatter {_shapes([name], [tensor])} op={_OP_NAMES[op]} "
-                        f"prescale={float(prescale)!r} postscale={float(postscale)!r}")
+    _check.exchange(st, f"reducescatter {_shapes([name], [tensor])} op={_OP_NAMES[op]}{_scales(prescale, postscale)}")
     n, first, rest = st.size, tensor.shape[0], tuple(tensor.shape[1:])
     # Horovod's split: ranks 0 .. first % n - 1 get one row more.
     counts = [first // n + (1 if r < first % n else 0) for r in range(n)]
