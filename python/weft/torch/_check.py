@@ -3,15 +3,16 @@
 Horovod negotiates each tensor by name, so ranks that disagree (another
 name, shape, dtype, op or root for the same call) get an error instead of
 mixed data. weft matches collectives by order, as NCCL does, so weft.torch
-checks instead: before each call (or each grouped batch) the ranks allgather,
-on the control group, one row of two int64 per rank: a 64-bit digest of the
-call's description ("allreduce 'w.grad' float32[64, 32] op=Average") and one
-number the call needs from every rank anyway (allgather's first dimension).
-Equal digests: the call goes ahead. Any difference: the ranks allgather
-their descriptions and every rank raises MismatchError naming rank 0's and
-the first differing rank's. Cost: one 16-byte-per-rank allgather per call
-(docs/horovod.md has the figures). WEFT_TORCH_CHECK=0 turns the digest off;
-the exchange then happens only for calls that need the numbers.
+checks instead: before each call (or each grouped batch) the ranks
+allreduce (MAX), on the control group, two int64 per rank: a 63-bit digest d
+of the call's description ("allreduce 'w.grad' float32[64, 32] op=Average")
+and -d. max(d) == -max(-d) means every rank has the same digest: the call
+goes ahead. Otherwise the ranks allgather their descriptions and every rank
+raises MismatchError naming rank 0's and the first differing rank's. Cost:
+one 16-byte allreduce per call (an allreduce: weft's allgather of 16 bytes
+costs about twice as much; figures in docs/horovod.md). WEFT_TORCH_CHECK=0
+turns it off. gather_ints() is the exchange of one number per rank that
+allgather needs (its first dimensions), a MAX allreduce of a one-hot row.
 """
 import hashlib
 import os
@@ -32,8 +33,9 @@ _seq = 0  # checked calls so far on this rank, for the message
 
 
 def digest(description):
+    """A 63-bit digest: non-negative, so that -digest fits in int64 too."""
     raw = hashlib.blake2b(description.encode(), digest_size=8).digest()
-    return int.from_bytes(raw, "little", signed=True)
+    return int.from_bytes(raw, "little") >> 1
 
 
 def shape_text(tensor, free_first=False):
@@ -43,29 +45,34 @@ def shape_text(tensor, free_first=False):
     return f"{str(tensor.dtype).replace('torch.', '')}[{', '.join(dims)}]"
 
 
-def exchange(state, description, value=0, need_values=False):
-    """Checks `description` against every rank's; returns every rank's `value` (a list).
-
-    Skipped (returns None) when the check is off and the values are not needed."""
+def exchange(state, description):
+    """Raises MismatchError on every rank unless every rank passes the same description."""
     global _seq
-    check = enabled()
-    if not check and not need_values:
-        return None
+    if not enabled():
+        return
     _seq += 1
-    mine = digest(description) if check else 0
+    if state.size == 1:
+        return
+    mine = digest(description)
+    row = torch.tensor([mine, -mine], dtype=torch.int64)
+    dist.all_reduce(row, op=dist.ReduceOp.MAX, group=state.control)
+    if row[0].item() == -row[1].item():
+        return
+    descriptions = [None] * state.size
+    dist.all_gather_object(descriptions, description, group=state.control)
+    other = next(r for r in range(state.size) if descriptions[r] != descriptions[0])
+    raise MismatchError(
+        f"weft.torch: ranks called different collectives (at the call checked #{_seq} on this rank): rank 0: "
+        f"{descriptions[0]}; rank {other}: {descriptions[other]} (this is rank {state.rank}: "
+        f"{description}). Every rank must issue the same collectives, with the same names, shapes, "
+        "dtypes and ops, in the same order")
+
+
+def gather_ints(state, value):
+    """Every rank's non-negative `value`, a list in rank order."""
     if state.size == 1:
         return [value]
-    row = torch.tensor([mine, value], dtype=torch.int64)
-    rows = torch.empty(state.size, 2, dtype=torch.int64)
-    dist.all_gather_into_tensor(rows, row, group=state.control)
-    digests = rows[:, 0].tolist()
-    if check and any(d != digests[0] for d in digests):
-        descriptions = [None] * state.size
-        dist.all_gather_object(descriptions, description, group=state.control)
-        other = next(r for r in range(state.size) if digests[r] != digests[0])
-        raise MismatchError(
-            f"weft.torch: ranks called different collectives (at the call checked #{_seq} on this rank): rank 0: "
-            f"{descriptions[0]}; rank {other}: {descriptions[other]} (this is rank {state.rank}: "
-            f"{description}). Every rank must issue the same collectives, with the same names, shapes, "
-            "dtypes and ops, in the same order")
-    return rows[:, 1].tolist()
+    row = torch.zeros(state.size, dtype=torch.int64)
+    row[state.rank] = value
+    dist.all_reduce(row, op=dist.ReduceOp.MAX, group=state.control)
+    return row.tolist()
