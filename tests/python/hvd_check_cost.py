@@ -3,7 +3,7 @@
     PYTHONPATH=<build>/python:python python tests/python/hvd_check_cost.py [ranks] [rounds]
 
 Runs, on forked ranks, with WEFT_TORCH_CHECK=1 and =0 alternately (`rounds`
-times each, the median kept): hvd.allreduce of 16 B and of 4 MiB, a grouped
+times each; the median and the best kept): hvd.allreduce of 16 B and of 4 MiB, a grouped
 allreduce of 20 tensors, and a DistributedOptimizer step of the example's CNN
 (examples/horovod_train.py). Prints microseconds per call and the difference.
 """
@@ -60,12 +60,14 @@ def main():
     for _ in range(rounds):
         for check in ("1", "0"):
             results[check].append(run_hvd(_measure, n, env={"WEFT_TORCH_CHECK": check})[0])
-    print(f"{n} ranks, median of {rounds} runs, microseconds per call (rank 0)")
-    print(f"{'':42s} {'check on':>10s} {'check off':>10s} {'cost':>8s}")
+    print(f"{n} ranks, {rounds} runs each, microseconds per call (rank 0): median (best)")
+    print(f"{'':40s} {'check on':>14s} {'check off':>14s} {'cost':>12s}")
     for what in results["1"][0]:
-        on = statistics.median(r[what] for r in results["1"])
-        off = statistics.median(r[what] for r in results["0"])
-        print(f"{what:42s} {on:10.0f} {off:10.0f} {on - off:8.0f}")
+        on = [r[what] for r in results["1"]]
+        off = [r[what] for r in results["0"]]
+        cells = [f"{statistics.median(v):6.0f} ({min(v):5.0f})" for v in (on, off)]
+        cost = f"{statistics.median(on) - statistics.median(off):5.0f} ({min(on) - min(off):4.0f})"
+        print(f"{what:40s} {cells[0]:>14s} {cells[1]:>14s} {cost:>12s}")
 
 
 if __name__ == "__main__":
