@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from hvd_ranks import run_hvd
+from ranks import run_ranks
 
 
 def data(r, shape=(3, 4), dtype=torch.float32):
@@ -185,7 +186,25 @@ def test_single_process_without_launcher():
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "WORLD_SIZE", "OMPI_", "PMI_", "SLURM_", "WEFT_RANK", "MASTER_"))}
     code = ("import torch, weft.torch as hvd; hvd.init(); "
             "print(hvd.size(), hvd.rank(), hvd.allreduce(torch.ones(2)).tolist(), hvd.allgather(torch.ones(1)).tolist()); "
-            "hvd.shutdown()")
+            "hvd.shutdown(); assert not hvd.is_initialized(); hvd.init(); hvd.barrier(); hvd.shutdown()")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[0] == "1 0 [1.0, 1.0] [1.0]"
+
+
+def _adopt(rank, n):
+    """The program made the default group itself (run_ranks did): hvd.init() adopts it,
+    hvd.shutdown() leaves it to the program."""
+    import torch.distributed as dist
+
+    import weft.torch as hvd
+
+    hvd.init()
+    out = (hvd.rank(), hvd.size(), hvd.local_size(), hvd.allreduce(torch.tensor([float(rank)]), op=hvd.Sum).item())
+    hvd.shutdown()
+    dist.all_reduce(torch.ones(1))  # still the program's
+    return out + (dist.is_initialized(),)
+
+
+def test_init_adopts_the_program_group():
+    assert run_ranks(_adopt, 3) == [(r, 3, 3, 3.0, True) for r in range(3)]
