@@ -113,6 +113,14 @@ def _movement(rank, n):
     ys = [data(r, (2 * n, 3)) for r in range(n)]
     if not torch.equal(hvd.reducescatter(ys[rank], op=hvd.Max), torch.stack(ys).max(0).values[2 * rank: 2 * rank + 2]):
         bad.append("reducescatter max even")
+    # grouped: one check for the list
+    ga = hvd.grouped_allgather([parts[rank], parts[rank][:, :1].double()])
+    if not (torch.equal(ga[0], torch.cat(parts)) and torch.equal(ga[1], torch.cat(parts)[:, :1].double())):
+        bad.append("grouped_allgather")
+    gr = hvd.grouped_reducescatter([xs[rank], ys[rank]], op=hvd.Sum)
+    if not (torch.allclose(gr[0], total[start: start + counts[rank]])
+            and torch.allclose(gr[1], torch.stack(ys).sum(0)[2 * rank: 2 * rank + 2])):
+        bad.append("grouped_reducescatter")
     return bad
 
 
@@ -208,3 +216,42 @@ def _adopt(rank, n):
 
 def test_init_adopts_the_program_group():
     assert run_ranks(_adopt, 3) == [(r, 3, 3, 3.0, True) for r in range(3)]
+
+
+def _sync_batch_norm(rank, n):
+    """SyncBatchNorm on each rank's share of a batch == BatchNorm2d on the whole batch:
+    output, input gradient, weight gradient (summed over ranks) and running statistics."""
+    import weft.torch as hvd
+
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(4 * n, 3, 5, 5, generator=g) * 2 + 1
+    w = torch.randn(4 * n, 3, 5, 5, generator=g)
+    ref = torch.nn.BatchNorm2d(3)
+    sync = hvd.SyncBatchNorm(3)
+    with torch.no_grad():
+        for m in (ref, sync):
+            m.weight.copy_(torch.tensor([1.0, 2.0, 0.5]))
+            m.bias.copy_(torch.tensor([0.0, -1.0, 0.3]))
+    xr = x.clone().requires_grad_()
+    (ref(xr) * w).sum().backward()
+    lo, hi = 4 * rank, 4 * (rank + 1)
+    xs = x[lo:hi].clone().requires_grad_()
+    out = sync(xs)
+    (out * w[lo:hi]).sum().backward()
+    wgrad = hvd.allreduce(sync.weight.grad, op=hvd.Sum)
+    checks = {
+        "forward": torch.allclose(out.detach(), torch.nn.functional.batch_norm(
+            x, None, None, ref.weight.detach(), ref.bias.detach(), True)[lo:hi], atol=1e-5),
+        "input grad": torch.allclose(xs.grad, xr.grad[lo:hi], atol=1e-4),
+        "weight grad": torch.allclose(wgrad, ref.weight.grad, atol=1e-4),
+        "running mean": torch.allclose(sync.running_mean, ref.running_mean, atol=1e-6),
+        "running var": torch.allclose(sync.running_var, ref.running_var, atol=1e-5),
+    }
+    sync.eval()
+    checks["eval"] = torch.allclose(sync(x), ref.eval()(x), atol=1e-5)
+    return [k for k, ok in checks.items() if not ok]
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_sync_batch_norm(n):
+    assert run_hvd(_sync_batch_norm, n) == [[]] * n

@@ -6,7 +6,7 @@
 2. Horovod's PyTorch API: ``import weft.torch as hvd`` in place of
    ``import horovod.torch as hvd`` runs a Horovod training script on weft
    (init, rank/size, allreduce and the other collectives, DistributedOptimizer,
-   broadcast_parameters, ...). docs/horovod.md.
+   broadcast_parameters, SyncBatchNorm, ...). docs/horovod.md.
 """
 from ._backend import BACKEND, comm_handle, register
 from ._basics import (ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built, gloo_enabled, init,
@@ -19,9 +19,11 @@ from .functions import allgather_object, broadcast_object, broadcast_optimizer_s
 from .mpi_ops import (Adasum, Average, HorovodInternalError, Max, Min, ProcessSet, Product, Sum,
                       add_process_set, allgather, allgather_async, allreduce, allreduce_, allreduce_async,
                       allreduce_async_, alltoall, alltoall_async, barrier, broadcast, broadcast_, broadcast_async,
-                      broadcast_async_, global_process_set, grouped_allreduce, grouped_allreduce_,
-                      grouped_allreduce_async, grouped_allreduce_async_, join, poll, reducescatter,
-                      reducescatter_async, remove_process_set, synchronize)
+                      broadcast_async_, global_process_set, grouped_allgather, grouped_allgather_async,
+                      grouped_allreduce, grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_,
+                      grouped_reducescatter, grouped_reducescatter_async, join, poll, reducescatter,
+                      reducescatter_async, remove_process_set, sparse_allreduce_async, synchronize)
 from .optimizer import DistributedOptimizer
+from .sync_batch_norm import SyncBatchNorm
 
 register()

@@ -68,11 +68,13 @@ def exchange(state, description):
         "dtypes and ops, in the same order")
 
 
-def gather_ints(state, value):
-    """Every rank's non-negative `value`, a list in rank order."""
+def gather_ints(state, values):
+    """Every rank's non-negative `values` (a list, the same length everywhere): a list per rank."""
     if state.size == 1:
-        return [value]
-    row = torch.zeros(state.size, dtype=torch.int64)
-    row[state.rank] = value
+        return [list(values)]
+    k = len(values)
+    row = torch.zeros(state.size * k, dtype=torch.int64)
+    row[state.rank * k:(state.rank + 1) * k] = torch.tensor(values, dtype=torch.int64)
     dist.all_reduce(row, op=dist.ReduceOp.MAX, group=state.control)
-    return row.tolist()
+    flat = row.tolist()
+    return [flat[r * k:(r + 1) * k] for r in range(state.size)]
