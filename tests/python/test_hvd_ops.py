@@ -161,6 +161,8 @@ def _async_objects(rank, n):
     obj = {"rank": rank, "items": list(range(rank))}
     if hvd.broadcast_object(obj, root_rank=n - 1) != {"rank": n - 1, "items": list(range(n - 1))}:
         bad.append("broadcast_object")
+    if hvd.broadcast_object(obj if rank == 0 else None) != {"rank": 0, "items": []}:
+        bad.append("broadcast_object from rank 0, None elsewhere")
     if hvd.allgather_object(obj) != [{"rank": r, "items": list(range(r))} for r in range(n)]:
         bad.append("allgather_object")
     hvd.barrier()
@@ -191,9 +193,11 @@ def test_single_process_without_launcher():
     import subprocess
     import sys
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "WORLD_SIZE", "OMPI_", "PMI_", "SLURM_", "WEFT_RANK", "MASTER_"))}
+    launcher = ("RANK", "WORLD_SIZE", "OMPI_", "PMI_", "SLURM_", "WEFT_RANK", "MASTER_", "WEFT_ROOT_ADDR")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(launcher)}
     code = ("import torch, weft.torch as hvd; hvd.init(); "
-            "print(hvd.size(), hvd.rank(), hvd.allreduce(torch.ones(2)).tolist(), hvd.allgather(torch.ones(1)).tolist()); "
+            "print(hvd.size(), hvd.rank(), hvd.allreduce(torch.ones(2)).tolist(), "
+            "hvd.allgather(torch.ones(1)).tolist()); "
             "hvd.shutdown(); assert not hvd.is_initialized(); hvd.init(); hvd.barrier(); hvd.shutdown()")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

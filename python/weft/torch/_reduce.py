@@ -133,6 +133,15 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
     return _register(work)
 
 
+def named_grouped_allreduce_async_(tensors, names, op, prescale_factor=1.0, postscale_factor=1.0):
+    """grouped_allreduce_async_ with a name per tensor (DistributedOptimizer's buckets: the
+    parameters' names, so that a mismatch names them)."""
+    tensors = _grouped(tensors, "DistributedOptimizer")
+    work = _allreduce_start("grouped_allreduce", tensors, tensors, list(names), op, prescale_factor,
+                            postscale_factor)
+    return _register(work)
+
+
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
                       prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """A list of tensors reduced over all ranks as one batch (new tensors; not differentiable)."""

@@ -110,7 +110,8 @@ def _param_by_id(optimizer, pid):
 def broadcast_object(obj, root_rank=0, name=None, process_set=mpi_ops.global_process_set):
     """root_rank's `obj` (any picklable object) on every rank."""
     mpi_ops._check_process_set(process_set, "broadcast_object")
-    name = name or type(obj).__name__
+    # Not Horovod's type(obj).__name__: non-root ranks often pass None.
+    name = name or mpi_ops._name("broadcast_object", None)
     st = _basics.state()
     mpi_ops._check_root(root_rank, st.size, "broadcast_object")
     if st.rank == root_rank:
@@ -128,7 +129,7 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=mpi_ops.global_pro
 def allgather_object(obj, name=None, process_set=mpi_ops.global_process_set):
     """Every rank's `obj` (picklable), a list in rank order."""
     mpi_ops._check_process_set(process_set, "allgather_object")
-    name = name or type(obj).__name__
+    name = name or mpi_ops._name("allgather_object", None)
     payload = _dumps(obj)
     sizes = mpi_ops.allgather(torch.tensor([payload.numel()], dtype=torch.int64), name=f"{name}.sz").tolist()
     gathered = mpi_ops.allgather(payload, name=f"{name}.t")

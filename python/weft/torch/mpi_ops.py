@@ -20,8 +20,8 @@ from ._movement import (allgather, allgather_async, alltoall, alltoall_async, br
                         broadcast_async, broadcast_async_, grouped_allgather, grouped_allgather_async,
                         grouped_broadcast_)
 from ._ops import (Adasum, Average, HorovodInternalError, Max, Min, ProcessSet, Product, Sum,  # noqa: F401
-                   _check_process_set, _check_root, _reset, _torch_op, add_process_set, global_process_set, poll,
-                   remove_process_set, synchronize)
+                   _check_process_set, _check_root, _name, _reset, _torch_op, add_process_set,
+                   global_process_set, poll, remove_process_set, synchronize)
 from ._reduce import (allreduce, allreduce_, allreduce_async, allreduce_async_, grouped_allreduce,  # noqa: F401
                       grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_, grouped_reducescatter,
                       grouped_reducescatter_async, reducescatter, reducescatter_async, sparse_allreduce_async)

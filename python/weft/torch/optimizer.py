@@ -24,7 +24,7 @@ import warnings
 
 import torch
 
-from . import _basics, mpi_ops
+from . import _basics, _reduce, mpi_ops
 from .compression import Compression
 from .mpi_ops import Adasum, Average
 
@@ -154,9 +154,8 @@ class _DistributedOptimizer:
         pre, post = 1.0, 1.0
         if self.op == Average:
             pre, post = 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
-        handle = mpi_ops.grouped_allreduce_async_(
-            [w for _, w, _ in entries], op=self.op, prescale_factor=pre, postscale_factor=post,
-            name=self._hvd_names[self._hvd_buckets[b][0]])
+        handle = _reduce.named_grouped_allreduce_async_(
+            [w for _, w, _ in entries], [self._hvd_names[p] for p, _, _ in entries], self.op, pre, post)
         self._hvd_inflight.append((b, handle, entries))
         self._hvd_next = b + 1
 
