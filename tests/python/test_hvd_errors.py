@@ -36,8 +36,6 @@ MISMATCHES = {
     "grouped count": (lambda hvd: hvd.grouped_allreduce([torch.ones(3)], name="gr"),
                       lambda hvd: hvd.grouped_allreduce([torch.ones(3), torch.ones(3)], name="gr"),
                       ["'gr.1'"]),
-    "join vs allreduce": (lambda hvd: hvd.join(),
-                          lambda hvd: hvd.allreduce(torch.ones(3), name="x"), ["join", "allreduce 'x'"]),
 }
 
 

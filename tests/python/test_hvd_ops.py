@@ -259,3 +259,76 @@ def _sync_batch_norm(rank, n):
 @pytest.mark.parametrize("n", [2, 3])
 def test_sync_batch_norm(n):
     assert run_hvd(_sync_batch_norm, n) == [[]] * n
+
+
+def _join_uneven(rank, n):
+    """Rank r has r + 1 steps of data, then joins: the ranks still working reduce with the
+    joined ones standing in with zeros (single and grouped allreduces, barriers)."""
+    import weft.torch as hvd
+
+    bad = []
+    for step in range(rank + 1):
+        want = sum(r + 1 for r in range(step, n))  # the ranks not joined yet
+        got = hvd.allreduce(torch.full((2,), float(rank + 1)), op=hvd.Sum, name=f"step.{step}")
+        if got.tolist() != [want] * 2:
+            bad.append(f"step {step}: {got.tolist()} != {want}")
+        grouped = hvd.grouped_allreduce([torch.ones(3) * (rank + 1), torch.ones(1, dtype=torch.float64)])
+        if not (torch.allclose(grouped[0], torch.full((3,), want / n))
+                and torch.allclose(grouped[1], torch.tensor([(n - step) / n], dtype=torch.float64))):
+            bad.append(f"step {step}: grouped {grouped[0].tolist()} {grouped[1].tolist()}")
+        hvd.barrier()
+    last = hvd.join()
+    if last != n - 1:
+        bad.append(f"join returned {last}")
+    if hvd.allreduce(torch.ones(1), op=hvd.Sum).item() != n:  # everyone is back
+        bad.append("allreduce after join")
+    return bad
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_join_with_uneven_data(n):
+    assert run_hvd(_join_uneven, n) == [[]] * n
+
+
+def _join_optimizer(rank, n):
+    """DistributedOptimizer with 1 + rank batches per rank: at the last step only rank n - 1
+    is left, and its gradient is averaged with the joined ranks' zeros: grad / n."""
+    import weft.torch as hvd
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1, bias=False)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1.0))
+    x = torch.ones(2, 3)
+    before = None
+    for _ in range(1 + rank):
+        before = model.weight.detach().clone()
+        opt.zero_grad()
+        model(x).sum().backward()  # gradient: 2 for every weight
+        opt.step()
+    hvd.join()
+    return (before - model.weight.detach()).tolist()
+
+
+def test_join_under_distributed_optimizer():
+    n = 3
+    res = run_hvd(_join_optimizer, n)
+    # the step of rank r: ranks r .. n-1 still have data, each gradient 2, divided by n
+    for r in range(n):
+        assert res[r][0] == pytest.approx([2.0 * (n - r) / n] * 3, abs=1e-6), res
+
+
+def _join_refuses_allgather(rank, n):
+    import weft.torch as hvd
+
+    try:
+        if rank == 0:
+            hvd.join()
+        else:
+            hvd.allgather(torch.ones(1))
+    except RuntimeError as e:
+        return "only allreduce, grouped_allreduce and barrier" in str(e)
+    return False
+
+
+def test_join_refuses_allgather_on_every_rank():
+    assert run_hvd(_join_refuses_allgather, 2) == [True, True]

@@ -45,25 +45,68 @@ def shape_text(tensor, free_first=False):
     return f"{str(tensor.dtype).replace('torch.', '')}[{', '.join(dims)}]"
 
 
-def exchange(state, description):
-    """Raises MismatchError on every rank unless every rank passes the same description."""
+class Joined:
+    """exchange()'s answer while some ranks sit in join(): every rank's (joined, spec)."""
+
+    def __init__(self, entries):
+        self.entries = entries
+
+    def active_spec(self):
+        return next(spec for joined, spec in self.entries if not joined)
+
+    def joined_ranks(self):
+        return [r for r, (joined, _) in enumerate(self.entries) if joined]
+
+
+ALL_JOINED = "all joined"
+_NEUTRAL = -(1 << 63)  # contributes nothing to a MAX
+
+
+def exchange(state, description, spec=None, joining=False):
+    """Raises MismatchError on every rank unless every rank passes the same description.
+
+    Ranks in join() pass joining=True: their row is neutral ([-1, min, 1]) and
+    the others' calls go ahead; then every rank learns every rank's `spec` (what
+    a joined rank must mirror, None for calls that cannot run beside joined
+    ranks, which then raise everywhere) and gets a Joined back. When every rank
+    is joining, returns ALL_JOINED."""
     global _seq
     if not enabled():
-        return
+        return None
     _seq += 1
     if state.size == 1:
-        return
+        return None
     mine = digest(description)
-    row = torch.tensor([mine, -mine], dtype=torch.int64)
+    row = torch.tensor([-1, _NEUTRAL, 1] if joining else [mine, -mine, 0], dtype=torch.int64)
     dist.all_reduce(row, op=dist.ReduceOp.MAX, group=state.control)
-    if row[0].item() == -row[1].item():
-        return
+    top, neg_bottom, any_joined = row.tolist()
+    if top == -1:
+        return ALL_JOINED
+    if top != -neg_bottom:
+        _raise_mismatch(state, description)
+    if not any_joined:
+        return None
+    entries = [None] * state.size
+    dist.all_gather_object(entries, (joining, spec), group=state.control)
+    joined = Joined(entries)
+    if joined.active_spec() is None:
+        call = description if not joining else "the others' call"
+        raise RuntimeError(
+            f"weft.torch: rank(s) {joined.joined_ranks()} have called join(), and only allreduce, "
+            f"grouped_allreduce and barrier can run beside joined ranks (as in Horovod); this is rank "
+            f"{state.rank} at {call}")
+    return joined
+
+
+def _raise_mismatch(state, description):
     descriptions = [None] * state.size
     dist.all_gather_object(descriptions, description, group=state.control)
-    other = next(r for r in range(state.size) if descriptions[r] != descriptions[0])
+    first = next(d for d in descriptions if d != "join")
+    other = next(r for r in range(state.size) if descriptions[r] not in (first, "join"))
+    ref = descriptions.index(first)
     raise MismatchError(
-        f"weft.torch: ranks called different collectives (at the call checked #{_seq} on this rank): rank 0: "
-        f"{descriptions[0]}; rank {other}: {descriptions[other]} (this is rank {state.rank}: "
+        f"weft.torch: ranks called different collectives (at the call checked #{_seq} on this rank): rank {ref}: "
+        f"{descriptions[ref]}; rank {other}: {descriptions[other]} (this is rank {state.rank}: "
         f"{description}). Every rank must issue the same collectives, with the same names, shapes, "
         "dtypes and ops, in the same order")
 

@@ -87,6 +87,7 @@ def _name(kind, name):
 def _reset():
     _handles.clear()
     _noname.clear()
+    _check._seq = 0
 
 
 class _Work:

@@ -22,7 +22,10 @@ def _allreduce_start(kind, tensors, outputs, names, op, prescale, postscale):
     torch_op = _torch_op(op, kind)
     for t in tensors:
         _check_tensor(t, kind)
-    _check.exchange(st, f"{kind} {_shapes(names, tensors)} op={_OP_NAMES[op]}{_scales(prescale, postscale)}")
+    # spec: what a rank sitting in join() must mirror with zeros (_join.py)
+    spec = ("allreduce", [(tuple(t.shape), t.dtype, t.device.type) for t in tensors], op)
+    description = f"{kind} {_shapes(names, tensors)} op={_OP_NAMES[op]}{_scales(prescale, postscale)}"
+    _check.exchange(st, description, spec)
     with torch.no_grad():
         for t, o in zip(tensors, outputs):
             if o is not t:

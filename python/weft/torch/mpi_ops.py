@@ -10,12 +10,10 @@ synchronization points.
 
 Ops: Average (the default), Sum, Min, Max, Product; Adasum is refused.
 """
-import time
-
-import torch
 import torch.distributed as dist
 
 from . import _basics, _check
+from ._join import join  # noqa: F401
 from ._movement import (allgather, allgather_async, alltoall, alltoall_async, broadcast, broadcast_,  # noqa: F401
                         broadcast_async, broadcast_async_, grouped_allgather, grouped_allgather_async,
                         grouped_broadcast_)
@@ -33,22 +31,5 @@ def barrier(process_set=global_process_set):
     """Returns once every rank has called barrier() (after the ops issued before it)."""
     _check_process_set(process_set, "barrier")
     st = _basics.state()
-    _check.exchange(st, "barrier")
+    _check.exchange(st, "barrier", spec=("barrier",))
     dist.barrier(group=st.group)
-
-
-def join(device=-1):
-    """Waits until every rank has called join(); returns the rank that called it last.
-
-    Unlike Horovod's, the ranks that joined do not stand in (with zeros) for
-    the allreduces of the ranks still working: every rank must reach join()
-    without further collectives (a rank still calling them gets a
-    MismatchError naming join, with the check on)."""
-    st = _basics.state()
-    _check.exchange(st, "join")
-    stamp = torch.tensor([time.time()], dtype=torch.float64)
-    if st.size == 1:
-        return 0
-    stamps = torch.empty(st.size, dtype=torch.float64)
-    dist.all_gather_into_tensor(stamps, stamp, group=st.group)
-    return int(stamps.argmax())
