@@ -177,12 +177,25 @@ def _misuse(rank, n):
     except AssertionError as e:
         errors.append(str(e))
     opt.step()
+    # An LR scheduler made on the optimizer before it was wrapped: step() still averages.
+    model = nn.Linear(4, 2)  # a fresh model: the first optimizer's hooks stay on the old one
+    base = torch.optim.SGD(model.parameters(), lr=1.0)
+    sched = torch.optim.lr_scheduler.StepLR(base, step_size=1, gamma=0.5)
+    opt = hvd.DistributedOptimizer(base)
+    before = model.bias.detach().clone()
+    opt.zero_grad()
+    (model(torch.ones(1, 4)).sum() * (rank + 1)).backward()  # bias gradient rank + 1
+    opt.step()
+    sched.step()
+    moved = (before - model.bias.detach()).tolist()
+    if moved != [(n + 1) / 2] * 2 or opt.param_groups[0]["lr"] != 0.5:
+        errors.append(f"scheduler made before wrapping: moved {moved}, lr {opt.param_groups[0]['lr']}")
     return errors
 
 
 def test_misuse_raises_as_horovod():
     for errors in run_hvd(_misuse, 2):
-        assert len(errors) == 2, errors
+        assert len(errors) == 2, errors  # and the scheduler case added none
         assert "zero_grad() was called after loss.backward()" in errors[0]
         assert "more than backward_passes_per_step" in errors[1]
 

@@ -261,7 +261,10 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     base = optimizer.__class__
     cls = type(base.__name__, (_DistributedOptimizer, base), {"__module__": base.__module__})
     wrapped = cls.__new__(cls)
-    wrapped.__dict__.update(optimizer.__dict__)
+    # The same param groups and state; not instance attributes that would hide the methods
+    # added here (an LR scheduler made before wrapping leaves a `step` wrapper on `optimizer`).
+    wrapped.__dict__.update({k: v for k, v in optimizer.__dict__.items()
+                             if not hasattr(_DistributedOptimizer, k)})
     wrapped._hvd_setup(named_parameters, compression, backward_passes_per_step, op,
                        gradient_predivide_factor, groups, sparse_as_dense)
     return wrapped
