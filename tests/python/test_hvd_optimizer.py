@@ -272,3 +272,19 @@ def test_example_under_torchrun():
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "2 ranks, 20 steps" in out.stdout and "identical on every rank" in out.stdout, out.stdout
+
+
+def test_bucket_plan():
+    """make_buckets without processes: issue order and packing."""
+    from weft.torch.optimizer import make_buckets
+
+    ps = [torch.zeros(n) for n in (10, 20, 30, 40)]  # float32: 40, 80, 120, 160 bytes
+    ids = lambda buckets: [[next(i for i, q in enumerate(ps) if q is p) for p in b] for b in buckets]  # noqa: E731
+    # by size, reverse registration order: [3] (160 B), [2, 1] (200 B), [0]
+    assert ids(make_buckets(ps, None, 200)) == [[3], [2, 1], [0]]
+    assert ids(make_buckets(ps, None, 1 << 20)) == [[3, 2, 1, 0]]
+    assert ids(make_buckets(ps, None, 0)) == [[3], [2], [1], [0]]
+    # groups=N: N runs of consecutive parameters, the last run first
+    assert ids(make_buckets(ps, 3, 0)) == [[3], [2], [0, 1]]
+    # groups as lists: each list a bucket, the others alone, by their last parameter
+    assert ids(make_buckets(ps, [[ps[0], ps[3]], [ps[1]]], 0)) == [[0, 3], [2], [1]]
