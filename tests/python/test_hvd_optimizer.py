@@ -10,7 +10,7 @@ bound), parameters without gradients on some ranks, and hooks firing in a
 different order on each rank. broadcast_parameters / broadcast_optimizer_state
 make ranks that started from different seeds identical. The example
 (examples/horovod_train.py) follows, with 2 and 4 ranks, the loss curve of one
-process with the same global batch.
+process with the same global batch, and runs under torchrun and weftrun.
 """
 import copy
 import os
@@ -288,3 +288,13 @@ def test_bucket_plan():
     assert ids(make_buckets(ps, 3, 0)) == [[3], [2], [0, 1]]
     # groups as lists: each list a bucket, the others alone, by their last parameter
     assert ids(make_buckets(ps, [[ps[0], ps[3]], [ps[1]]], 0)) == [[0, 3], [2], [1]]
+
+
+def test_example_under_weftrun():
+    """weftrun's environment (WEFT_* first, MASTER_ADDR/PORT for the store) starts hvd.init()."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "weft.launch", "-np", "2", sys.executable,
+           os.path.join(ROOT, "examples", "horovod_train.py"), "--steps", "10"]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "2 ranks, 10 steps" in out.stdout and "identical on every rank" in out.stdout, out.stdout
