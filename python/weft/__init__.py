@@ -2,7 +2,8 @@
 
 ``import weft.torch`` (or just ``torch.distributed.init_process_group("weft")``,
 through the ``torch.distributed.backends`` entry point) makes "weft" a
-torch.distributed backend. This module itself needs no torch: it says where
+torch.distributed backend; ``import weft.torch as hvd`` is also Horovod's
+PyTorch API (docs/horovod.md). This module itself needs no torch: it says where
 the native libraries are, for ctypes or an LD_PRELOAD of the NCCL shim.
 """
 import os as _os

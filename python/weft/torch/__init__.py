@@ -1,48 +1,29 @@
-"""weft as a torch.distributed backend: ``dist.init_process_group("weft")``.
+"""weft under PyTorch.
 
-Importing this module registers the backend; torch also finds it without any
-import through the ``torch.distributed.backends`` entry point, which calls
-:func:`register`. See docs/pytorch.md.
+1. The torch.distributed backend "weft" (_backend.py): importing this module
+   registers it; torch also finds it through the ``torch.distributed.backends``
+   entry point ``weft.torch:register``. docs/pytorch.md.
+2. Horovod's PyTorch API: ``import weft.torch as hvd`` in place of
+   ``import horovod.torch as hvd`` runs a Horovod training script on weft
+   (init, rank/size, allreduce and the other collectives, DistributedOptimizer,
+   broadcast_parameters, SyncBatchNorm, ...). docs/horovod.md.
 """
-import torch
-import torch.distributed as dist
-
-try:
-    from weft import _C
-except ImportError as e:  # built without torch, or against another torch
-    raise ImportError(
-        "weft's torch backend (weft._C) did not load: " + str(e) + ". It is built against the "
-        "torch installed when weft was built: install torch>=2.15, then reinstall weft "
-        "(pip install --force-reinstall .)"
-    ) from e
-
-BACKEND = "weft"
-
-
-def _create(dist_opts, backend_options=None):
-    timeout = dist_opts.timeout
-    timeout_s = timeout.total_seconds() if hasattr(timeout, "total_seconds") else float(timeout)
-    return _C.create_backend(
-        dist_opts.store,
-        dist_opts.group_rank,
-        dist_opts.group_size,
-        timeout_s,
-        dist_opts.group_id,
-    )
-
-
-def register():
-    """Registers backend "weft" with torch.distributed (idempotent)."""
-    if BACKEND.upper() in dist.Backend._plugins:
-        return
-    devices = ["cpu", "cuda"] if _C.cuda_supported() else ["cpu"]
-    dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=devices)
-
-
-def comm_handle(group=None):
-    """The weft_comm_t (an int) under a process group's weft backend."""
-    pg = group if group is not None else dist.distributed_c10d._get_default_group()
-    return _C.comm_handle(pg._get_backend(torch.device("cpu")))
-
+from ._backend import BACKEND, comm_handle, register
+from ._basics import (ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built, gloo_enabled, init,
+                      is_homogeneous, is_initialized, local_rank, local_size, mpi_built, mpi_enabled,
+                      mpi_threads_supported, nccl_built, rank, rocm_built, shutdown, size, start_timeline,
+                      stop_timeline, weft_built)
+from ._check import MismatchError
+from .compression import Compression
+from .functions import allgather_object, broadcast_object, broadcast_optimizer_state, broadcast_parameters
+from .mpi_ops import (Adasum, Average, HorovodInternalError, Max, Min, ProcessSet, Product, Sum,
+                      add_process_set, allgather, allgather_async, allreduce, allreduce_, allreduce_async,
+                      allreduce_async_, alltoall, alltoall_async, barrier, broadcast, broadcast_, broadcast_async,
+                      broadcast_async_, global_process_set, grouped_allgather, grouped_allgather_async,
+                      grouped_allreduce, grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_,
+                      grouped_reducescatter, grouped_reducescatter_async, join, poll, reducescatter,
+                      reducescatter_async, remove_process_set, sparse_allreduce_async, synchronize)
+from .optimizer import DistributedOptimizer
+from .sync_batch_norm import SyncBatchNorm
 
 register()
