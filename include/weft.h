@@ -227,6 +227,19 @@ weft_result_t weft_comm_size(weft_comm_t comm, int *size);
  * is then reported as WEFT_IN_PROGRESS. */
 weft_result_t weft_comm_get_async_error(weft_comm_t comm, weft_result_t *async_error);
 
+/* Adds a span to the communicator's timeline (WEFT_TIMELINE; nothing when
+ * it is off): `name` from begin_ns to end_ns, both on CLOCK_MONOTONIC in
+ * nanoseconds (Python's time.monotonic_ns()), on a track of its own named
+ * `track` beside the communicator's, with `nargs` string arguments (a value
+ * that is a finite number is written as one). Frameworks record their own
+ * phases this way (weft.torch: each gradient's QUEUE and ALLREDUCE), so one
+ * file shows them beside the collectives. Names are cut at 60 bytes.
+ * Errors: INVALID_ARGUMENT (dead comm, empty track or name, end before
+ * begin, nargs outside 0..64, a NULL key or value). */
+weft_result_t weft_timeline_span(weft_comm_t comm, const char *track, const char *name,
+                                 uint64_t begin_ns, uint64_t end_ns, int nargs,
+                                 const char *const *keys, const char *const *values);
+
 /* ---- Collectives ------------------------------------------------------- */
 /* In place when sendbuf == recvbuf (allgather: sendbuf == recvbuf + rank *
  * sendcount; reduce-scatter: recvbuf == sendbuf + rank * recvcount).

@@ -54,6 +54,10 @@ class Comm {
   // reduction (a float SUM / AVG / PROD / MIN / MAX: kernels/cpu/fold.h);
   // Off otherwise. Only SUM and AVG have an exact form: the others ordered.
   Repro reproFor(weft_datatype_t dt, weft_op_t op) const;
+  // A framework's span on this comm's timeline (weft_timeline_span; under
+  // mu); nothing when the timeline is off.
+  void timelineSpan(const std::string& track, const std::string& name, uint64_t beginNs,
+                    uint64_t endNs, const std::vector<std::pair<std::string, std::string>>& args);
   // The transport name used for each peer ("self", "shm", "tcp").
   const std::string& transportOf(int peer) const { return transportNames_[peer]; }
 

@@ -115,4 +115,10 @@ void Comm::describeRecord(telemetry::OpRecord& r, const CollArgs& args, weft_dat
   r.timeWork = r.bytes >= telemetry::kTimedWorkBytes || tel_->wantSpans();
 }
 
+void Comm::timelineSpan(const std::string& track, const std::string& name, uint64_t beginNs,
+                        uint64_t endNs,
+                        const std::vector<std::pair<std::string, std::string>>& args) {
+  if (telemetry::Telemetry* t = tel()) t->span(track, name, beginNs, endNs, args);
+}
+
 }  // namespace weft

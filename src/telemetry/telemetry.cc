@@ -96,7 +96,7 @@ Telemetry::Telemetry(const Setup& s)
   if (!on_) return;
   if (!s_.config.timelinePath.empty()) {
     timeline_.reset(new Timeline());
-    Status st = timeline_->open(expandRankPath(s_.config.timelinePath, s_.rank), s_.rank, s_.commId,
+    Status st = timeline_->open(s_.config.timelinePath, s_.rank, s_.nranks, s_.commId,
                                 s_.hostnames.empty() ? "" : s_.hostnames[s_.rank]);
     if (st.isError()) {
       WEFT_WARN(kTelemetry, "%s", st.message().c_str());
@@ -300,6 +300,12 @@ void Telemetry::dumpFlightRecorder(const std::string& why) {
   }
   fputs(text.c_str(), f);
   fclose(f);
+}
+
+void Telemetry::span(const std::string& track, const std::string& name, uint64_t beginNs,
+                     uint64_t endNs,
+                     const std::vector<std::pair<std::string, std::string>>& args) {
+  if (timeline_) timeline_->span(track, name, toGlobal(beginNs), toGlobal(endNs), args);
 }
 
 }  // namespace telemetry

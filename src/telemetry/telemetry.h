@@ -68,6 +68,10 @@ class Telemetry {
 
   bool on() const { return on_; }
   bool wantSpans() const { return timeline_ != nullptr; }
+  // A framework's span on the timeline (Timeline::span), times on this
+  // rank's monotonic clock; nothing when the timeline is off.
+  void span(const std::string& track, const std::string& name, uint64_t beginNs, uint64_t endNs,
+            const std::vector<std::pair<std::string, std::string>>& args);
   int rank() const { return s_.rank; }
   uint64_t toGlobal(uint64_t localNs) const {
     return localNs + static_cast<uint64_t>(s_.clockOffsetNs);

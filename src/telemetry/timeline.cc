@@ -5,11 +5,17 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
 
 #include "algo/schedule.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "telemetry/telemetry.h"
 
 namespace weft {
 namespace telemetry {
@@ -36,47 +42,105 @@ std::string jsonEscape(const std::string& s) {
 
 }  // namespace
 
-Timeline::~Timeline() {
-  flush();
-  if (fd_ >= 0) close(fd_);
-}
+class TimelineFile {
+ public:
+  ~TimelineFile() {
+    if (fd_ >= 0) close(fd_);
+  }
+  // Creates (truncates) `path` with the header and the process row's name.
+  Status create(const std::string& path, int pid, const std::string& processName) {
+    path_ = path;
+    pid_ = pid;
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0)
+      return Status(WEFT_ERR_SYSTEM,
+                    strFormat("WEFT_TIMELINE: cannot create %s: %s", path.c_str(), strerror(errno)));
+    write(strFormat(
+        "{\"displayTimeUnit\":\"ns\",\"traceEvents\":["
+        "\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"%s\"}},"
+        "\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"sort_index\":%d}}",
+        pid, jsonEscape(processName).c_str(), pid, pid));
+    return Status();
+  }
+  int pid() const { return pid_; }
+  // Appends events (each starting with ",\n": the header holds the first).
+  void write(const std::string& events) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (fd_ < 0 || events.empty()) return;
+    std::string out = events + kTrailer;
+    // One write: the file goes from valid JSON to valid JSON.
+    ssize_t w = pwrite(fd_, out.data(), out.size(), static_cast<off_t>(trailerOff_));
+    if (w != static_cast<ssize_t>(out.size())) {
+      WEFT_WARN(kTelemetry, "WEFT_TIMELINE: writing %s failed (%s); timeline stopped",
+                path_.c_str(), w < 0 ? strerror(errno) : "short write");
+      close(fd_);
+      fd_ = -1;
+      return;
+    }
+    trailerOff_ += events.size();
+  }
+  // A thread id for a new track of this file.
+  uint64_t nextTid() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return ++lastTid_;
+  }
 
-Status Timeline::open(const std::string& path, int rank, uint64_t commId, const std::string& host) {
-  path_ = path;
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0)
-    return Status(WEFT_ERR_SYSTEM,
-                  strFormat("WEFT_TIMELINE: cannot create %s: %s", path.c_str(), strerror(errno)));
-  pid_ = rank;
-  tid_ = commId & 0xffffff;
-  std::string head = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
-  buf_ = head;
-  buf_ += strFormat(
-      "\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d (%s)\"}},"
-      "\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"sort_index\":%d}},"
-      "\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%llu,\"args\":{\"name\":\"comm "
-      "%06llx\"}}",
-      pid_, rank, jsonEscape(host).c_str(), pid_, rank, pid_,
-      static_cast<unsigned long long>(tid_), static_cast<unsigned long long>(tid_));
-  first_ = false;
-  trailerOff_ = 0;
+ private:
+  std::mutex mu_;
+  int fd_ = -1;
+  int pid_ = 0;
+  uint64_t trailerOff_ = 0;  // where the closing "]}" starts
+  uint64_t lastTid_ = 0;
+  std::string path_;
+};
+
+namespace {
+
+// The files of this process, by path.
+std::mutex gFilesMu;
+std::map<std::string, std::weak_ptr<TimelineFile>> gFiles;
+
+}  // namespace
+
+Timeline::~Timeline() { flush(); }
+
+Status Timeline::open(const std::string& pattern, int rank, int nranks, uint64_t commId,
+                      const std::string& host) {
+  const std::string path = expandRankPath(pattern, rank);
+  {
+    std::lock_guard<std::mutex> lk(gFilesMu);
+    file_ = gFiles[path].lock();
+    if (!file_) {
+      auto f = std::make_shared<TimelineFile>();
+      WEFT_RETURN_IF_ERROR(f->create(path, rank, strFormat("rank %d (%s)", rank, host.c_str())));
+      gFiles[path] = f;
+      file_ = f;
+    }
+  }
+  pid_ = file_->pid();
+  tid_ = file_->nextTid();
+  buf_ = strFormat(
+      ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%llu,\"args\":{\"name\":"
+      "\"comm %06llx (rank %d of %d)\"}}",
+      pid_, static_cast<unsigned long long>(tid_),
+      static_cast<unsigned long long>(commId & 0xffffff), rank, nranks);
   flush();
   return Status();
 }
 
-void Timeline::event(const char* name, uint64_t beginNs, uint64_t endNs, const char* args) {
+void Timeline::eventOn(uint64_t tid, const char* name, uint64_t beginNs, uint64_t endNs,
+                       const char* args) {
   // Microseconds with three decimals, printed as integers (an event costs
   // one snprintf without floating point).
   const uint64_t dur = endNs - beginNs;
   char line[256];
   int n = snprintf(line, sizeof line,
-                   "%s{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%llu,\"ts\":%llu.%03u,"
+                   ",\n{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%llu,\"ts\":%llu.%03u,"
                    "\"dur\":%llu.%03u",
-                   first_ ? "\n" : ",\n", name, pid_, static_cast<unsigned long long>(tid_),
+                   name, pid_, static_cast<unsigned long long>(tid),
                    static_cast<unsigned long long>(beginNs / 1000),
                    static_cast<unsigned>(beginNs % 1000), static_cast<unsigned long long>(dur / 1000),
                    static_cast<unsigned>(dur % 1000));
-  first_ = false;
   buf_.append(line, static_cast<size_t>(std::min<int>(n, sizeof line - 1)));
   if (*args) {
     buf_ += ",\"args\":{";
@@ -87,7 +151,7 @@ void Timeline::event(const char* name, uint64_t beginNs, uint64_t endNs, const c
 }
 
 void Timeline::add(const OpRecord& r, int64_t off, double busbw) {
-  if (fd_ < 0) return;
+  if (!file_) return;
   auto g = [off](uint64_t t) { return t + static_cast<uint64_t>(off); };
   const uint64_t entry = g(r.entryNs), end = g(r.endNs);
   const uint64_t arrival = std::min(std::max(g(r.arrivalNs), entry), end);
@@ -115,24 +179,46 @@ void Timeline::add(const OpRecord& r, int64_t off, double busbw) {
     uint64_t b = std::max(g(r.spans[i].beginNs), arrival), e = std::min(g(r.spans[i].endNs), end);
     if (e > b) event(r.spans[i].kind == SpanKind::Reduce ? "REDUCE" : "COPY", b, e, "");
   }
+  maybeFlush();
+}
+
+void Timeline::maybeFlush() {
   const uint64_t now = nowNs();
   if (buf_.size() >= kFlushBytes || now - lastFlushNs_ >= kFlushNs) flush();
 }
 
-void Timeline::flush() {
-  if (fd_ < 0) return;
-  lastFlushNs_ = nowNs();
-  buf_ += kTrailer;
-  // One write: the file goes from valid JSON to valid JSON.
-  ssize_t w = pwrite(fd_, buf_.data(), buf_.size(), static_cast<off_t>(trailerOff_));
-  if (w != static_cast<ssize_t>(buf_.size())) {
-    WEFT_WARN(kTelemetry, "WEFT_TIMELINE: writing %s failed (%s); timeline stopped",
-              path_.c_str(), w < 0 ? strerror(errno) : "short write");
-    close(fd_);
-    fd_ = -1;
-    return;
+void Timeline::span(const std::string& track, const std::string& name, uint64_t beginNs,
+                    uint64_t endNs, const std::vector<std::pair<std::string, std::string>>& args) {
+  if (!file_) return;
+  auto it = tracks_.find(track);
+  if (it == tracks_.end()) {
+    // A thread of its own, named once.
+    it = tracks_.emplace(track, file_->nextTid()).first;
+    buf_ += strFormat(
+        ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%llu,\"args\":{\"name\":\"%s\"}}",
+        pid_, static_cast<unsigned long long>(it->second), jsonEscape(track).c_str());
   }
-  trailerOff_ += buf_.size() - (sizeof(kTrailer) - 1);
+  std::string a;
+  for (const auto& kv : args) {
+    if (!a.empty()) a += ',';
+    a += '"' + jsonEscape(kv.first) + "\":";
+    char* end = nullptr;
+    const double v = strtod(kv.second.c_str(), &end);
+    const bool number = !kv.second.empty() && end && *end == '\0' && std::isfinite(v) &&
+                        kv.second.find_first_of("xXnNiI") == std::string::npos;
+    a += number ? kv.second : '"' + jsonEscape(kv.second) + '"';
+  }
+  // eventOn formats into a fixed line: a name of up to 60 bytes, escaped,
+  // always fits it (the track's name, in the metadata, has no limit).
+  eventOn(it->second, jsonEscape(name.substr(0, 60)).c_str(), beginNs, std::max(beginNs, endNs),
+          a.c_str());
+  maybeFlush();
+}
+
+void Timeline::flush() {
+  lastFlushNs_ = nowNs();
+  if (!file_ || buf_.empty()) return;
+  file_->write(buf_);
   buf_.clear();
 }
 

@@ -23,6 +23,17 @@ class _State:
         self.rank = dist.get_rank()
         self.size = dist.get_world_size()
         self.local_rank, self.local_size, self.cross_rank, self.cross_size = topo
+        self._comm = None
+
+    @property
+    def comm(self):
+        """The data group's weft_comm_t (an int; 0 if the group is not on weft): the timeline's."""
+        if self._comm is None:
+            try:
+                self._comm = _backend.comm_handle(self.group)
+            except Exception:  # noqa: BLE001 - another backend: no weft timeline to write to
+                self._comm = 0
+        return self._comm
 
 
 _state = None

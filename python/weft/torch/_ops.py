@@ -11,7 +11,7 @@ import warnings
 import torch
 import torch.distributed as dist
 
-from . import _basics, _check
+from . import _basics, _check, _timeline
 
 # Horovod's reduction ops, with Horovod's values.
 Average, Sum, Adasum, Min, Max, Product = 0, 1, 2, 3, 4, 5
@@ -91,11 +91,13 @@ def _reset():
 
 
 class _Work:
-    """The torch Works of one call and how to finish its result."""
+    """The torch Works of one call and how to finish its result. `label`:
+    (phase, tensor names, start time) for the timeline (_timeline.py)."""
 
-    def __init__(self, works, finish):
+    def __init__(self, works, finish, label=None):
         self.works = [w for w in works if w is not None]
         self.finish = finish
+        self.label = label
 
     def done(self):
         return all(w.is_completed() for w in self.works)
@@ -107,7 +109,11 @@ class _Work:
         except RuntimeError as e:
             raise HorovodInternalError(str(e)) from e
         with torch.no_grad():
-            return self.finish()
+            out = self.finish()
+        if self.label is not None and _timeline.enabled():
+            phase, names, start = self.label
+            _timeline.tensor_spans(_basics.state().comm, names, phase, start, _timeline.now())
+        return out
 
 
 def _register(work):

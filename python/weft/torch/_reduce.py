@@ -8,7 +8,7 @@ issues as one weft group (fused in C).
 import torch
 import torch.distributed as dist
 
-from . import _basics, _check
+from . import _basics, _check, _timeline
 from ._ops import (Average, Sum, _OP_NAMES, _Work, _check_process_set, _check_tensor, _name, _register,
                    _resolve_op, _scale_, _scales, _shapes, _torch_op, global_process_set, synchronize)
 from .compression import Compression
@@ -25,7 +25,11 @@ def _allreduce_start(kind, tensors, outputs, names, op, prescale, postscale):
     # spec: what a rank sitting in join() must mirror with zeros (_join.py)
     spec = ("allreduce", [(tuple(t.shape), t.dtype, t.device.type) for t in tensors], op)
     description = f"{kind} {_shapes(names, tensors)} op={_OP_NAMES[op]}{_scales(prescale, postscale)}"
+    t0 = _timeline.now()
     _check.exchange(st, description, spec)
+    t1 = _timeline.now()
+    if _timeline.enabled():
+        _timeline.tensor_spans(st.comm, names, "NEGOTIATE", t0, t1)
     with torch.no_grad():
         for t, o in zip(tensors, outputs):
             if o is not t:
@@ -47,7 +51,7 @@ def _allreduce_start(kind, tensors, outputs, names, op, prescale, postscale):
             _scale_(o, post)
         return outputs
 
-    return _Work(works, finish)
+    return _Work(works, finish, ("ALLREDUCE", list(names), t1))
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
@@ -59,7 +63,7 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
     output = torch.empty_like(tensor)
     work = _allreduce_start("allreduce", [tensor], [output], [_name("allreduce", name)], op,
                             prescale_factor, postscale_factor)
-    return _register(_Work(work.works, lambda: work.finish()[0]))
+    return _register(_Work(work.works, lambda: work.finish()[0], work.label))
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
@@ -69,7 +73,7 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
     op = _resolve_op(op, average)
     work = _allreduce_start("allreduce", [tensor], [tensor], [_name("allreduce", name)], op,
                             prescale_factor, postscale_factor)
-    return _register(_Work(work.works, lambda: work.finish()[0]))
+    return _register(_Work(work.works, lambda: work.finish()[0], work.label))
 
 
 class _AllreduceFn(torch.autograd.Function):

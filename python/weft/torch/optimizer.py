@@ -24,7 +24,7 @@ import warnings
 
 import torch
 
-from . import _basics, _reduce, mpi_ops
+from . import _basics, _reduce, _timeline, mpi_ops
 from .compression import Compression
 from .mpi_ops import Adasum, Average
 
@@ -122,6 +122,7 @@ class _DistributedOptimizer:
                 self._hvd_hooks.append(p.register_post_accumulate_grad_hook(self._hvd_on_grad))
 
     def _hvd_reset(self):
+        self._hvd_ready_ns = {}  # the timeline's QUEUE: when each gradient was ready
         self._hvd_delay = {p: self.backward_passes_per_step for p in self._hvd_bucket_of}
         self._hvd_left = [len(b) for b in self._hvd_buckets]
         self._hvd_next = 0       # the next bucket to issue
@@ -133,11 +134,19 @@ class _DistributedOptimizer:
                                  "to step(). Increase backward_passes_per_step to accumulate gradients locally.")
         self._hvd_delay[p] -= 1
         if self._hvd_delay[p] == 0:
+            if _timeline.enabled():
+                self._hvd_ready_ns[p] = _timeline.now()
             self._hvd_left[self._hvd_bucket_of[p]] -= 1
             while self._hvd_next < len(self._hvd_buckets) and self._hvd_left[self._hvd_next] == 0:
                 self._hvd_issue(self._hvd_next)
 
     def _hvd_issue(self, b):
+        if _timeline.enabled():
+            issued = _timeline.now()
+            for p in self._hvd_buckets[b]:
+                ready = self._hvd_ready_ns.get(p, issued)  # not computed here: no wait of its own
+                _timeline.span(_basics.state().comm, "tensor " + self._hvd_names[p], "QUEUE", ready,
+                               issued, bucket=b, tensors=len(self._hvd_buckets[b]))
         entries = []
         for p in self._hvd_buckets[b]:
             if p.grad is None:  # not computed on this rank: others may have it (Horovod sends zeros too)
