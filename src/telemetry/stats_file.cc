@@ -108,7 +108,7 @@ std::string Telemetry::statsJson() const {
 
 Status Telemetry::writeStats() {
   if (s_.config.statsPath.empty()) return Status();
-  const std::string path = expandRankPath(s_.config.statsPath, s_.rank);
+  const std::string& path = statsPath_;
   const std::string tmp = path + ".tmp";
   const std::string text = statsJson();
   FILE* f = fopen(tmp.c_str(), "w");

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <set>
 
 #include "algo/schedule.h"
 #include "core/clock.h"
@@ -85,6 +87,36 @@ std::string expandRankPath(const std::string& pattern, int rank) {
   return out;
 }
 
+namespace {
+
+// Stats paths in use by this process's communicators: a second one of the
+// same rank (a framework's second group) must not overwrite the first's file.
+std::mutex gStatsMu;
+std::set<std::string> gStatsPaths;
+
+// `path` if no other communicator of this process writes it, else the path
+// with ".comm<id>" before its extension (weft-report reports each comm).
+std::string claimStatsPath(const std::string& path, uint64_t commId) {
+  std::lock_guard<std::mutex> lk(gStatsMu);
+  std::string p = path;
+  if (gStatsPaths.count(p)) {
+    const size_t slash = p.rfind('/'), dot = p.rfind('.');
+    const size_t at = dot != std::string::npos && (slash == std::string::npos || dot > slash)
+                          ? dot
+                          : p.size();
+    p.insert(at, strFormat(".comm%06llx", static_cast<unsigned long long>(commId & 0xffffff)));
+  }
+  gStatsPaths.insert(p);
+  return p;
+}
+
+void releaseStatsPath(const std::string& path) {
+  std::lock_guard<std::mutex> lk(gStatsMu);
+  gStatsPaths.erase(path);
+}
+
+}  // namespace
+
 Telemetry::Telemetry(const Setup& s)
     : s_(s),
       on_(s.config.telemetry),
@@ -94,6 +126,8 @@ Telemetry::Telemetry(const Setup& s)
       waitedForOps_(s.nranks, 0),
       ring_(std::max<size_t>(kMinRing, static_cast<size_t>(s.config.flightRecorder))) {
   if (!on_) return;
+  if (!s_.config.statsPath.empty())
+    statsPath_ = claimStatsPath(expandRankPath(s_.config.statsPath, s_.rank), s_.commId);
   if (!s_.config.timelinePath.empty()) {
     timeline_.reset(new Timeline());
     Status st = timeline_->open(s_.config.timelinePath, s_.rank, s_.nranks, s_.commId,
@@ -112,6 +146,7 @@ Telemetry::~Telemetry() {
   if (!s_.config.statsPath.empty()) {
     Status st = writeStats();
     if (st.isError()) WEFT_WARN(kTelemetry, "%s", st.message().c_str());
+    releaseStatsPath(statsPath_);
   }
 }
 

@@ -158,6 +158,7 @@ class Telemetry {
   std::vector<OpRecord> ring_;
   size_t ringNext_ = 0, ringCount_ = 0;
   std::unique_ptr<Timeline> timeline_;
+  std::string statsPath_;  // WEFT_STATS for this comm (claimStatsPath: one per comm of a process)
   std::unique_ptr<Board> board_;
   uint64_t nextStatsNs_ = 0;
   uint64_t stallWarnedSeq_ = ~0ull;

@@ -120,3 +120,30 @@ TEST_CASE("timeline span: two communicators of one rank share its file - each on
   CHECK(j.substr(j.size() - 4) == "\n]}\n");
   unlink(path.c_str());
 }
+
+TEST_CASE("stats file: a second communicator of one rank writes a file of its own",
+          "[telemetry]") {
+  // Before: both wrote the rank's WEFT_STATS path, the last destroyed
+  // winning (weft.torch's check group hid the training's figures).
+  const std::string dir = "/tmp/weft-stats2-" + std::to_string(getpid());
+  removeTree(dir);
+  REQUIRE(system(("mkdir -p " + dir).c_str()) == 0);
+  ScopedEnv st("WEFT_STATS", (dir + "/s%r.json").c_str());
+  weft_comm_t a = nullptr, b = nullptr;
+  REQUIRE(weft_comm_init_all(&a, 1) == WEFT_SUCCESS);
+  REQUIRE(weft_comm_init_all(&b, 1) == WEFT_SUCCESS);
+  float x = 1;
+  for (int i = 0; i < 5; ++i)
+    REQUIRE(weft_allreduce(&x, &x, 1, WEFT_FLOAT32, WEFT_SUM, a, nullptr) == WEFT_SUCCESS);
+  REQUIRE(weft_barrier(b, nullptr) == WEFT_SUCCESS);
+  REQUIRE(weft_comm_destroy(a) == WEFT_SUCCESS);
+  REQUIRE(weft_comm_destroy(b) == WEFT_SUCCESS);
+  const std::string all = catFiles(dir + "/s0*.json");
+  INFO(all);
+  size_t files = 0;
+  for (size_t at = 0; (at = all.find("\"comm\":", at)) != std::string::npos; ++at) ++files;
+  CHECK(files == 2);
+  CHECK(readAll(dir + "/s0.json").find("allreduce") != std::string::npos);
+  CHECK(catFiles(dir + "/s0.comm*.json").find("barrier") != std::string::npos);
+  removeTree(dir);
+}
