@@ -51,14 +51,16 @@ std::unique_ptr<FusionPool::Batch> FusionPool::take(size_t bytes) {
 
 void FusionPool::giveBack(std::unique_ptr<Batch> b) {
   std::lock_guard<Mutex> lk(mu_);
-  if (spare_.size() < kKeep) {
+  size_t bytes = b->cap;
+  for (auto& s : spare_) bytes += s->cap;
+  if (spare_.size() < kKeep || bytes <= kKeepBytes) {
     spare_.push_back(std::move(b));
     return;
   }
   // Full: keep the larger ones.
-  auto smallest = std::min_element(
-      spare_.begin(), spare_.end(),
-      [](const std::unique_ptr<Batch>& x, const std::unique_ptr<Batch>& y) { return x->cap < y->cap; });
+  auto smallest = std::min_element(spare_.begin(), spare_.end(),
+                                   [](const std::unique_ptr<Batch>& x,
+                                      const std::unique_ptr<Batch>& y) { return x->cap < y->cap; });
   if ((*smallest)->cap < b->cap) *smallest = std::move(b);
 }
 
@@ -92,9 +94,9 @@ void planGroupFusion(const std::vector<PendingCall>& calls, FusionPlan* plan) {
     FusionCall& f = fc[i];
     f.comm = pc.comm.get();
     const CollType t = pc.args.type;
-    f.kind = t == CollType::AllReduce                          ? FusionCall::kAllReduce
+    f.kind = t == CollType::AllReduce                     ? FusionCall::kAllReduce
              : t == CollType::Send || t == CollType::Recv ? FusionCall::kPointToPoint
-                                                               : FusionCall::kOtherCollective;
+                                                          : FusionCall::kOtherCollective;
     f.host = !pc.onStream;
     f.dtype = static_cast<int>(pc.dtype);
     f.op = static_cast<int>(pc.args.op);
@@ -143,8 +145,8 @@ Status enqueueFused(const std::vector<PendingCall>& calls, const FusionPlan& pla
   };
   tracker->pending++;
   std::lock_guard<Mutex> lk(comm->mu);
-  Status st = comm->enqueue(args, head.dtype, data, data, own, false, 0,
-                            static_cast<uint32_t>(it.n));
+  Status st =
+      comm->enqueue(args, head.dtype, data, data, own, false, 0, static_cast<uint32_t>(it.n));
   if (st.isError()) {
     tracker->pending--;
     pool->giveBack(std::unique_ptr<FusionPool::Batch>(raw));

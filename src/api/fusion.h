@@ -43,7 +43,11 @@ class FusionPool {
   size_t spareBytes();
 
  private:
-  static constexpr size_t kKeep = 4;  // spare batches kept (groups in flight at once)
+  // Spare batches kept: as many as a group had in flight, so that the next
+  // iteration of a training loop allocates nothing, up to kKeepBytes (and
+  // at least kKeep batches, whatever their size).
+  static constexpr size_t kKeep = 4;
+  static constexpr size_t kKeepBytes = 64 << 20;
   Mutex mu_;
   std::vector<std::unique_ptr<Batch>> spare_;
 };

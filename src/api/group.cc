@@ -1,8 +1,9 @@
 // Groups and nonblocking requests. A group records calls per thread; the
 // outermost weft_group_end enqueues all of them (per comm, in call order, so
 // every rank posts its messages in the same order; small allreduces fused,
-// fusion_plan.h) and then drives every comm involved until all are done. Because nothing waits until everything
-// is posted, sends and receives inside a group cannot deadlock on each other.
+// fusion_plan.h) and then drives every comm involved until all are done.
+// Because nothing waits until everything is posted, sends and receives
+// inside a group cannot deadlock on each other.
 #include <unistd.h>
 
 #include <algorithm>

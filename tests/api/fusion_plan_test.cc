@@ -1,11 +1,11 @@
 // The fusion planner (src/api/fusion_plan.h): which calls of a group run
 // together, as a pure function of the call list.
+#include "api/fusion_plan.h"
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
-
-#include "api/fusion_plan.h"
 
 using namespace weft;
 
@@ -38,8 +38,7 @@ std::string show(const std::vector<FusionCall>& calls) {
   for (const FusionPlan::Item& it : p.items) {
     if (!s.empty()) s += ' ';
     if (it.n > 1) s += '(';
-    for (size_t k = 0; k < it.n; ++k)
-      s += (k ? " " : "") + std::to_string(p.members[it.first + k]);
+    for (size_t k = 0; k < it.n; ++k) s += (k ? " " : "") + std::to_string(p.members[it.first + k]);
     if (it.n > 1) s += ')';
   }
   return s;

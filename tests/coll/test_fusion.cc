@@ -24,10 +24,10 @@ using wtest::eltSize;
 // One call of a group.
 struct Spec {
   weft_datatype_t dt;
-  weft_op_t op;      // WEFT_NUM_OPS: a pre-multiplied sum by 2
+  weft_op_t op;  // WEFT_NUM_OPS: a pre-multiplied sum by 2
   size_t count;
   bool inPlace;
-  size_t offset;     // into the index space of inputValue, so calls differ
+  size_t offset;  // into the index space of inputValue, so calls differ
 };
 
 bool premul(const Spec& s) { return s.op == WEFT_NUM_OPS; }
@@ -62,7 +62,8 @@ void fill(const Spec& s, int rank, int n, Buffers* b) {
   b->send.assign(len, 0);
   b->recv.assign(len, 0xA5);  // what no result is
   for (size_t i = 0; i < s.count; ++i)
-    wtest::store(b->send.data(), i, s.dt, wtest::inputValue(s.dt, baseOp(s), rank, n, s.offset + i));
+    wtest::store(b->send.data(), i, s.dt,
+                 wtest::inputValue(s.dt, baseOp(s), rank, n, s.offset + i));
 }
 
 // Checks call `s`'s result against the value every rank can compute.

@@ -43,7 +43,8 @@ std::string smallGroup(weft_comm_t comm, int rank, int n, int calls) {
   for (int k = 0; k < calls; ++k)
     for (int i = 0; i < 100; ++i) b[k][i] = rank * k + i;
   TRY_WEFT(weft_group_start());
-  for (auto& v : b) TRY_WEFT(weft_allreduce(v.data(), v.data(), 100, WEFT_INT32, WEFT_SUM, comm, nullptr));
+  for (auto& v : b)
+    TRY_WEFT(weft_allreduce(v.data(), v.data(), 100, WEFT_INT32, WEFT_SUM, comm, nullptr));
   TRY_WEFT(weft_group_end());
   for (int k = 0; k < calls; ++k)
     for (int i = 0; i < 100; ++i)
@@ -80,8 +81,8 @@ TEST_CASE("fusion config: WEFT_FUSION_OFF turns fusion off whatever the environm
   wtest::ScopedEnv e("WEFT_FUSION_THRESHOLD", "64K");
   weft_config_t cfg = WEFT_CONFIG_INITIALIZER;
   cfg.fusion_threshold = WEFT_FUSION_OFF;
-  CHECK(runWithConfig(2, cfg, [](weft_comm_t c, int r, int n) { return smallGroup(c, r, n, 30); }) ==
-        "");
+  CHECK(runWithConfig(2, cfg,
+                      [](weft_comm_t c, int r, int n) { return smallGroup(c, r, n, 30); }) == "");
   CHECK(fusedOps(tl.dir, 0) == 0);
   CHECK(fusedOps(tl.dir, 1) == 0);
 }
@@ -92,8 +93,8 @@ TEST_CASE("fusion config: a threshold in the config overrides WEFT_FUSION_THRESH
   wtest::ScopedEnv e("WEFT_FUSION_THRESHOLD", "0");
   weft_config_t cfg = WEFT_CONFIG_INITIALIZER;
   cfg.fusion_threshold = 4000;  // 10 calls of 400 bytes per fused op: 3 ops for 30 calls
-  CHECK(runWithConfig(2, cfg, [](weft_comm_t c, int r, int n) { return smallGroup(c, r, n, 30); }) ==
-        "");
+  CHECK(runWithConfig(2, cfg,
+                      [](weft_comm_t c, int r, int n) { return smallGroup(c, r, n, 30); }) == "");
   CHECK(fusedOps(tl.dir, 0) == 3);
   CHECK(fusedOps(tl.dir, 1) == 3);
 }
@@ -104,9 +105,9 @@ TEST_CASE("fusion config: a config of the older size is accepted and takes the e
   wtest::ScopedEnv e("WEFT_FUSION_THRESHOLD", "0");
   weft_config_t cfg = WEFT_CONFIG_INITIALIZER;
   cfg.size = offsetof(weft_config_t, fusion_threshold);  // built before the field existed
-  cfg.fusion_threshold = 4000;                            // not read: past its size
-  CHECK(runWithConfig(2, cfg, [](weft_comm_t c, int r, int n) { return smallGroup(c, r, n, 30); }) ==
-        "");
+  cfg.fusion_threshold = 4000;                           // not read: past its size
+  CHECK(runWithConfig(2, cfg,
+                      [](weft_comm_t c, int r, int n) { return smallGroup(c, r, n, 30); }) == "");
   CHECK(fusedOps(tl.dir, 0) == 0);
 }
 
@@ -118,8 +119,10 @@ TEST_CASE("fusion errors: a bad call in the group issues nothing and writes no b
     TRY_WEFT(weft_group_start());
     for (int k = 0; k < 20; ++k) {
       const auto dt = k == 13 ? static_cast<weft_datatype_t>(99) : WEFT_INT32;
-      weft_result_t r = weft_allreduce(send[k].data(), recv[k].data(), 50, dt, WEFT_SUM, comm, nullptr);
-      if ((r == WEFT_SUCCESS) != (k != 13)) return "call " + std::to_string(k) + ": " + std::to_string(r);
+      weft_result_t r =
+          weft_allreduce(send[k].data(), recv[k].data(), 50, dt, WEFT_SUM, comm, nullptr);
+      if ((r == WEFT_SUCCESS) != (k != 13))
+        return "call " + std::to_string(k) + ": " + std::to_string(r);
     }
     weft_result_t r = weft_group_end();
     if (r != WEFT_ERR_INVALID_ARGUMENT) return "group_end gave " + std::to_string(r);
@@ -144,7 +147,8 @@ TEST_CASE("fusion errors: a peer running another collective fails the fused op o
     TRY_WEFT(weft_group_start());
     if (rank == 0) {
       for (int k = 0; k < 20; ++k)
-        TRY_WEFT(weft_allreduce(b[k].data(), out[k].data(), 100, WEFT_INT32, WEFT_SUM, comm, nullptr));
+        TRY_WEFT(
+            weft_allreduce(b[k].data(), out[k].data(), 100, WEFT_INT32, WEFT_SUM, comm, nullptr));
     } else {
       TRY_WEFT(weft_broadcast(whole.data(), whole.data(), 2000, WEFT_INT32, 0, comm, nullptr));
     }
