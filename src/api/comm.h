@@ -69,8 +69,17 @@ class Comm {
                  const std::shared_ptr<OpTracker>& tracker, bool stageSend = false,
                  uint64_t callNs = 0, uint32_t fusedCalls = 0);
   // Tensor fusion (fusion.h): the threshold every rank agreed on (the
-  // smallest asked for; 0: off), and the comm's fusion buffers.
+  // smallest asked for; 0: off), the largest call that fuses, and the comm's
+  // fusion buffers.
   size_t fusionThreshold() const { return fusionThreshold_; }
+  size_t fusionMaxCall() const {
+    // The shm arena runs a small allreduce in about the time it takes to
+    // copy 8 KiB in and out of a fusion buffer: larger calls ran slower
+    // fused than grouped (docs/performance.md, "Tensor fusion"). Every rank
+    // of such a comm has the arena, so the plans stay equal.
+    return arena_ && cfg_.shmArenaChunk ? kArenaFusionMaxCall : fusionThreshold_;
+  }
+  static constexpr size_t kArenaFusionMaxCall = 8 << 10;
   const std::shared_ptr<FusionPool>& fusionPool() const { return fusionPool_; }
   // Runs one collective outside a group and waits for it, on the path
   // runPathOf chooses.

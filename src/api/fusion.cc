@@ -103,6 +103,7 @@ void planGroupFusion(const std::vector<PendingCall>& calls, FusionPlan* plan) {
     f.repro = static_cast<int>(pc.args.repro);
     f.bytes = pc.args.count * pc.args.eltSize;
     f.threshold = pc.comm->fusionThreshold();
+    f.maxCall = pc.comm->fusionMaxCall();
   }
   planFusion(fc.data(), fc.size(), plan);
 }

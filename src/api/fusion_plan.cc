@@ -31,7 +31,7 @@ void planFusion(const FusionCall* calls, size_t n, FusionPlan* plan) {
                        plan->open.end());
     }
     const bool eligible = c.kind == FusionCall::kAllReduce && c.host && c.bytes > 0 &&
-                          c.threshold > 0 && c.bytes <= c.threshold;
+                          c.threshold > 0 && c.bytes <= c.threshold && c.bytes <= c.maxCall;
     if (!eligible) {
       newItem(i, c.bytes);
       continue;

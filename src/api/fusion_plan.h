@@ -5,7 +5,9 @@
 //
 // The rules, per communicator:
 //  * eligible: a host allreduce with count > 0 and at most the comm's
-//    threshold bytes (a larger call alone would only pay a copy);
+//    threshold bytes (a larger call alone would only pay a copy), and at
+//    most the comm's largest fused call (a call whose own latency is less
+//    than its copying in and out costs is not worth fusing; fusion.h);
 //  * eligible calls of one key (comm, datatype, op, reproducibility mode)
 //    gather into an open run, issued where its first call stood, until the
 //    next call would take the run past the threshold (a new run starts);
@@ -34,6 +36,7 @@ struct FusionCall {
   int dtype = 0, op = 0, repro = 0;
   size_t bytes = 0;
   size_t threshold = 0;  // the comm's fusion threshold in bytes; 0: no fusion
+  size_t maxCall = ~size_t{0};  // the comm's largest call that fuses
 };
 
 // Items in issue order; item i runs calls members[first .. first + n) (in

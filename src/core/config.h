@@ -10,7 +10,7 @@
 namespace weft {
 
 // Tensor fusion's default buffer size (docs/performance.md, "Tensor fusion").
-constexpr size_t kDefaultFusionThreshold = 4 << 20;
+constexpr size_t kDefaultFusionThreshold = 1 << 20;
 
 struct Config {
   double timeoutS = 300;           // WEFT_TIMEOUT_S: any collective / wait

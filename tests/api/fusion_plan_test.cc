@@ -79,6 +79,14 @@ TEST_CASE("fusion plan: calls over the threshold and empty calls run alone", "[f
   CHECK(show({ar(&kA, 0), ar(&kA, 0), ar(&kA, 8)}) == "0 1 2");
 }
 
+TEST_CASE("fusion plan: calls above the comm's largest fused call run alone", "[fusion]") {
+  FusionCall small = ar(&kA, 100), limit = ar(&kA, 200), over = ar(&kA, 201);
+  for (FusionCall* c : {&small, &limit, &over}) c->maxCall = 200;
+  CHECK(show({small, over, limit, over, small}) == "(0 2 4) 1 3");
+  // Another comm without the limit fuses its larger calls.
+  CHECK(show({over, ar(&kB, 201), over, ar(&kB, 201)}) == "0 (1 3) 2");
+}
+
 TEST_CASE("fusion plan: threshold 0 or stream-ordered calls are never fused", "[fusion]") {
   CHECK(show({ar(&kA, 8, 7, 0, 0), ar(&kA, 8, 7, 0, 0)}) == "0 1");
   FusionCall s = ar(&kA, 8);

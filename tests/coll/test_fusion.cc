@@ -297,3 +297,29 @@ TEST_CASE("fusion: WEFT_REPRO=ordered results equal the unfused calls bit for bi
     CHECK(err == "");
   }
 }
+
+TEST_CASE("fusion: calls over 8 KiB are fused over tcp but not on the shm arena",
+          "[coll][fusion][arena]") {
+  // The arena runs such a call alone faster than its copy in and out of a
+  // fusion buffer (Comm::fusionMaxCall). Tagged [arena]: without the arena
+  // (WEFT_SHM_ARENA_CHUNK=0, coll.async-local-steps) shm fuses them too.
+  std::vector<Spec> specs;
+  for (size_t k = 0; k < 30; ++k)
+    specs.push_back(Spec{WEFT_FLOAT32, WEFT_SUM, 4096, k % 2 == 0, k * 5000});
+  for (const char* tx : {"shm", "tcp"}) {
+    INFO(tx);
+    Timelines tl;
+    const std::string err = wtest::runProcesses(
+        2,
+        [&](weft_comm_t comm, int rank, int n) { return groupBody(comm, rank, n, specs, false); },
+        {std::string("WEFT_TRANSPORTS=") + tx, "WEFT_SOCKET_IFNAME=lo", "WEFT_TIMEOUT_S=60",
+         tl.env()},
+        120);
+    CHECK(err == "");
+    if (std::string(tx) == "shm") {
+      CHECK(tl.fused(0) == 0);
+    } else {
+      CHECK(tl.fused(0) == 2);  // 15 calls of 16 KiB on each side of the broadcast
+    }
+  }
+}
