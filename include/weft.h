@@ -163,8 +163,15 @@ typedef struct {
   double timeout_s;           /* > 0: as WEFT_TIMEOUT_S, for this comm's calls */
   double bootstrap_timeout_s; /* > 0: as WEFT_BOOTSTRAP_TIMEOUT_S, for its creation */
   int repro;                  /* a weft_repro_t; DEFAULT: as WEFT_REPRO */
+  /* Tensor fusion (WEFT_FUSION_THRESHOLD; docs/performance.md): host
+   * allreduces of a group packed into buffers of at most this many bytes.
+   * 0: as WEFT_FUSION_THRESHOLD; WEFT_FUSION_OFF: no fusion. The ranks take
+   * the smallest value any of them asks for. A config of the older size
+   * (32 bytes, before this field) takes the environment's. */
+  size_t fusion_threshold;
 } weft_config_t;
-#define WEFT_CONFIG_INITIALIZER {sizeof(weft_config_t), 0.0, 0.0, WEFT_REPRO_DEFAULT}
+#define WEFT_FUSION_OFF ((size_t)-1)
+#define WEFT_CONFIG_INITIALIZER {sizeof(weft_config_t), 0.0, 0.0, WEFT_REPRO_DEFAULT, 0}
 
 /* As weft_comm_init_rank, with `config` (NULL: the environment's settings).
  * Errors as weft_comm_init_rank, and INVALID_ARGUMENT for a config whose

@@ -55,6 +55,7 @@ Status Comm::create(const weft_unique_id_t& id, int nranks, int rank, std::share
   if (config && config->bootstrap_timeout_s > 0)
     c->cfg_.bootstrapTimeoutS = config->bootstrap_timeout_s;
   c->reproRequest_ = reproRequest(c->cfg_.repro, config);
+  c->fusionThreshold_ = fusionRequest(c->cfg_.fusionThreshold, config);
   Status st = c->init(id);
   if (st.isError()) {
     c->abort();
@@ -111,6 +112,7 @@ Status Comm::exchangePeerInfo() {
       .u64(static_cast<uint64_t>(getpid()))
       .u64(static_cast<uint64_t>(telemetry::realtimeMinusMonotonicNs()));
   mine.u64(reproRequest_);
+  mine.u64(fusionThreshold_);
   const std::vector<uint64_t> mask = affinityMask();
   mine.u64(mask.size());
   for (uint64_t w : mask) mine.u64(w);
@@ -127,6 +129,9 @@ Status Comm::exchangePeerInfo() {
     peers_[r].pid = static_cast<int>(in.u64());
     clockDelta_[r] = static_cast<int64_t>(in.u64());
     repros[r] = in.u64();
+    // Fusion changes which collectives run, so every rank takes the same
+    // threshold: the smallest (a rank with fusion off turns it off).
+    fusionThreshold_ = std::min<size_t>(fusionThreshold_, in.u64());
     const size_t words = std::min<uint64_t>(in.u64(), 1024);
     for (size_t w = 0; w < words; ++w) peers_[r].cpuMask.push_back(in.u64());
     peers_[r].hostname = in.rest();
@@ -210,6 +215,12 @@ void Comm::logInit() const {
     WEFT_INFO(kInit, "weft %d.%d.%d, %d ranks, host reduction: %s", v / 10000, v / 100 % 100,
               v % 100, nranks_, hostReduceIsa());
     for (const std::string& e : Config::variablesInEffect()) WEFT_INFO(kInit, "env %s", e.c_str());
+    // Agreed on at init (the smallest any rank asked for).
+    if (fusionThreshold_)
+      WEFT_INFO(kInit, "tensor fusion: a group's allreduces packed up to %zu bytes",
+                fusionThreshold_);
+    else
+      WEFT_INFO(kInit, "tensor fusion: off");
   }
   if (logEnabled(LogLevel::Info, kInit)) {
     std::string line;
@@ -356,11 +367,13 @@ const Comm::ShapeEntry& Comm::cacheShape(ShapeEntry e) {
 }
 
 Status Comm::enqueue(const CollArgs& args, weft_datatype_t dt, const void* send, void* recv,
-                     const std::shared_ptr<OpTracker>& tracker, bool stageSend, uint64_t callNs) {
+                     const std::shared_ptr<OpTracker>& tracker, bool stageSend, uint64_t callNs,
+                     uint32_t fusedCalls) {
   std::unique_ptr<Op> op = engine_->newOp();
   Choice choice = chooseAlgo(args);
   if (choice.algo == Algo::Shm && keepOffArena(*tracker)) choice.algo = Algo::Auto;
   WEFT_RETURN_IF_ERROR(fillOp(*op, args, dt, send, recv, choice, stageSend, callNs));
+  op->rec.fusedCalls = fusedCalls;
   op->tracker = tracker;
   tracker->pending++;
   engine_->enqueue(std::move(op));
@@ -446,12 +459,13 @@ Status Comm::fillOp(Op& op, const CollArgs& args, weft_datatype_t dt, const void
 
 size_t Comm::releaseSpareMemory() {
   std::lock_guard<Mutex> lk(mu);
-  return engine_ ? engine_->releaseSpareScratch() : 0;
+  return (engine_ ? engine_->releaseSpareScratch() : 0) + fusionPool_->release();
 }
 
 size_t Comm::spareMemoryBytes(bool device) {
   std::lock_guard<Mutex> lk(mu);
-  return engine_ ? engine_->spareScratchBytes(device) : 0;
+  return (engine_ ? engine_->spareScratchBytes(device) : 0) +
+         (device ? 0 : fusionPool_->spareBytes());
 }
 
 bool Comm::progressOnce() {

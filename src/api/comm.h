@@ -17,6 +17,7 @@
 #include "algo/algo_rules.h"
 #include "algo/arena_plan.h"
 #include "algo/select.h"
+#include "api/fusion.h"
 #include "bootstrap/bootstrap.h"
 #include "core/mutex.h"
 #include "cuda/device_path.h"
@@ -32,6 +33,9 @@ namespace weft {
 // the mode a rank asks for: the config's unless DEFAULT, else WEFT_REPRO's
 // (0 off, 1 ordered, 2 exact, 0xff a value that is not a mode).
 bool configHasRepro(const weft_config_t* config);
+// The fusion threshold a rank asks for: the config's fusion_threshold when
+// the config has it and it is not 0 (WEFT_FUSION_OFF: 0), else WEFT_FUSION_THRESHOLD's.
+size_t fusionRequest(size_t env, const weft_config_t* config);
 uint64_t reproRequest(const std::string& env, const weft_config_t* config);
 
 class Comm {
@@ -64,9 +68,23 @@ class Comm {
   // Builds and enqueues one op (called with `mu` held). `stageSend` copies
   // the send data now, so later receives may overwrite the user's buffer.
   // `callNs`: the call's clock reading (its entry), or 0 to read it now.
+  // `fusedCalls`: the op carries that many fused calls (telemetry).
   Status enqueue(const CollArgs& args, weft_datatype_t dt, const void* send, void* recv,
                  const std::shared_ptr<OpTracker>& tracker, bool stageSend = false,
-                 uint64_t callNs = 0);
+                 uint64_t callNs = 0, uint32_t fusedCalls = 0);
+  // Tensor fusion (fusion.h): the threshold every rank agreed on (the
+  // smallest asked for; 0: off), the largest call that fuses, and the comm's
+  // fusion buffers.
+  size_t fusionThreshold() const { return fusionThreshold_; }
+  size_t fusionMaxCall() const {
+    // The shm arena runs a small allreduce in about the time it takes to
+    // copy 8 KiB in and out of a fusion buffer: larger calls ran slower
+    // fused than grouped (docs/performance.md, "Tensor fusion"). Every rank
+    // of such a comm has the arena, so the plans stay equal.
+    return arena_ && cfg_.shmArenaChunk ? kArenaFusionMaxCall : fusionThreshold_;
+  }
+  static constexpr size_t kArenaFusionMaxCall = 8 << 10;
+  const std::shared_ptr<FusionPool>& fusionPool() const { return fusionPool_; }
   // Runs one collective outside a group and waits for it, on the path
   // runPathOf chooses.
   Status runNow(const CollArgs& args, weft_datatype_t dt, const void* send, void* recv,
@@ -214,6 +232,9 @@ class Comm {
   // exact, 0xff not a mode), then the mode all ranks agreed on.
   uint64_t reproRequest_ = 0;
   Repro repro_ = Repro::Off;
+  // WEFT_FUSION_THRESHOLD or the config's, then the smallest of all ranks'.
+  size_t fusionThreshold_ = 0;
+  std::shared_ptr<FusionPool> fusionPool_ = std::make_shared<FusionPool>();
   std::unique_ptr<Bootstrap> boot_;
   std::vector<PeerInfo> peers_;
   std::vector<std::unique_ptr<Transport>> transports_;

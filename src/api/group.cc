@@ -1,8 +1,9 @@
 // Groups and nonblocking requests. A group records calls per thread; the
 // outermost weft_group_end enqueues all of them (per comm, in call order, so
-// every rank posts its messages in the same order) and then drives every
-// comm involved until all are done. Because nothing waits until everything
-// is posted, sends and receives inside a group cannot deadlock on each other.
+// every rank posts its messages in the same order; small allreduces fused,
+// fusion_plan.h) and then drives every comm involved until all are done.
+// Because nothing waits until everything is posted, sends and receives
+// inside a group cannot deadlock on each other.
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,10 +37,21 @@ Status issueCalls(std::vector<PendingCall>& calls, bool wait,
       if (rlen && sb < rb + rlen && rb < sb + slen) s.stageSend = true;
     }
   }
-  for (PendingCall& pc : calls) {
+  for (PendingCall& pc : calls)
     if (std::find(comms.begin(), comms.end(), pc.comm) == comms.end()) comms.push_back(pc.comm);
-    std::lock_guard<Mutex> lk(pc.comm->mu);
-    Status st = pc.comm->enqueue(pc.args, pc.dtype, pc.send, pc.recv, tracker, pc.stageSend);
+  // Small allreduces of one comm run fused (fusion_plan.h): the plan's
+  // items in its order, each a call or a fused run of them.
+  thread_local FusionPlan plan;
+  planGroupFusion(calls, &plan);
+  for (const FusionPlan::Item& it : plan.items) {
+    Status st;
+    if (it.n > 1) {
+      st = enqueueFused(calls, plan, it, tracker);
+    } else {
+      PendingCall& pc = calls[plan.members[it.first]];
+      std::lock_guard<Mutex> lk(pc.comm->mu);
+      st = pc.comm->enqueue(pc.args, pc.dtype, pc.send, pc.recv, tracker, pc.stageSend);
+    }
     if (st.isError()) return st;
   }
   if (trackerOut) *trackerOut = tracker;

@@ -9,6 +9,9 @@
 
 namespace weft {
 
+// Tensor fusion's default buffer size (docs/performance.md, "Tensor fusion").
+constexpr size_t kDefaultFusionThreshold = 1 << 20;
+
 struct Config {
   double timeoutS = 300;           // WEFT_TIMEOUT_S: any collective / wait
   double bootstrapTimeoutS = 120;  // WEFT_BOOTSTRAP_TIMEOUT_S: rendezvous and connect
@@ -21,6 +24,7 @@ struct Config {
   int shmSlots = 8;                // WEFT_SHM_SLOTS: slots per shm FIFO
   std::string algo;                // WEFT_ALGO: algorithm override (see docs/tuning.md)
   std::string repro;               // WEFT_REPRO: off | ordered | exact (docs/reproducibility.md)
+  size_t fusionThreshold = kDefaultFusionThreshold;  // WEFT_FUSION_THRESHOLD: 0 = no fusion
   size_t shmArenaChunk = 1 << 20;  // WEFT_SHM_ARENA_CHUNK: bytes per arena round; 0 = no arena
   size_t shmDirectMin = 64 << 10;  // WEFT_SHM_DIRECT_MIN: single-copy bcast/allgather from; 0 = off
   bool shmDirectMinSet = false;    // WEFT_SHM_DIRECT_MIN was set (also with ranks sharing cores)

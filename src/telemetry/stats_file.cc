@@ -61,10 +61,11 @@ std::string Telemetry::statsJson() const {
                  static_cast<unsigned long long>(wall));
   j += strFormat(
       "  \"ops\": %llu,\n  \"ops_failed\": %llu,\n  \"gap_ns\": %llu,\n  \"wait_ns\": %llu,\n"
-      "  \"busy_ns\": %llu,\n",
+      "  \"busy_ns\": %llu,\n  \"fused_ops\": %llu,\n  \"fused_calls\": %llu,\n",
       static_cast<unsigned long long>(opsDone_), static_cast<unsigned long long>(opsFailed_),
       static_cast<unsigned long long>(gapNs_), static_cast<unsigned long long>(waitNs_),
-      static_cast<unsigned long long>(busyNs_));
+      static_cast<unsigned long long>(busyNs_), static_cast<unsigned long long>(fusedOps_),
+      static_cast<unsigned long long>(fusedCalls_));
   j += "  \"waited_for\": [";
   bool first = true;
   for (int r = 0; r < s_.nranks; ++r) {

@@ -224,6 +224,10 @@ void Telemetry::account(const OpRecord& r) {
     return;
   }
   ++opsDone_;
+  if (r.fusedCalls) {
+    ++fusedOps_;
+    fusedCalls_ += r.fusedCalls;
+  }
   gapNs_ += r.gapNs;
   const uint64_t wait = r.arrivalNs - r.entryNs;
   waitNs_ += wait;

@@ -152,6 +152,7 @@ class Telemetry {
   uint64_t lastEndNs_ = 0;
   uint64_t firstEntryNs_ = 0;
   uint64_t opsDone_ = 0, opsFailed_ = 0, gapNs_ = 0, waitNs_ = 0, busyNs_ = 0;
+  uint64_t fusedOps_ = 0, fusedCalls_ = 0;  // tensor fusion: fused ops, the calls they carried
   std::vector<Agg> agg_;               // [type * kSizeClasses + class]
   std::vector<uint64_t> waitedForNs_;  // by the rank this one waited for
   std::vector<uint64_t> waitedForOps_;

@@ -167,6 +167,12 @@ void Timeline::add(const OpRecord& r, int64_t off, double busbw) {
            r.firstByteNs ? static_cast<long long>(r.firstByteNs - r.entryNs) : -1LL,
            static_cast<unsigned long long>(r.reduceNs), static_cast<unsigned long long>(r.copyNs),
            r.status, reproName(static_cast<Repro>(r.repro)));
+  if (r.fusedCalls) {
+    // A fused allreduce (tensor fusion): says so in its name and args.
+    const size_t at = strlen(args);
+    snprintf(args + at, sizeof args - at, ",\"fused_calls\":%u", r.fusedCalls);
+    name += strFormat(" (%u fused)", r.fusedCalls);
+  }
   if (r.seq) name += strFormat(" #%llu", static_cast<unsigned long long>(r.seq));
   event(name.c_str(), entry, end, args);
   if (arrival > entry) {

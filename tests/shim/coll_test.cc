@@ -1,8 +1,12 @@
 // The shim's collectives, in process: ranks are threads of this test, the
 // test is linked against the shim (libnccl.so.2 from the build directory),
 // and every result is checked element by element.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -314,4 +318,45 @@ TEST_CASE("WEFT_REPRO=ordered makes the shim's float reductions the serial fold"
     return "";
   });
   CHECK(errs == "");
+}
+
+// ncclGroupStart / End go through weft's groups, so host allreduces in one
+// get tensor fusion (WEFT_FUSION_THRESHOLD): results as unfused, and the
+// timeline shows fused ops.
+TEST_CASE("a group of host allreduces runs fused through the shim", "[shim][coll]") {
+  char dir[] = "/tmp/weft-shim-fusion-XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  const std::string tl = std::string(dir) + "/tl-%r.json";
+  setenv("WEFT_TIMELINE", tl.c_str(), 1);
+  {
+    ThreadRanks t(2);
+    REQUIRE(t.init == ncclSuccess);
+    std::string errs = onThreads(2, [&](int r) -> std::string {
+      ncclComm_t c = t.comms[r];
+      std::vector<std::vector<float>> v(40, std::vector<float>(kCount));
+      for (size_t k = 0; k < v.size(); ++k)
+        for (size_t i = 0; i < kCount; ++i) v[k][i] = static_cast<float>(r + k + i);
+      SHIM_TRY(ncclGroupStart());
+      for (auto& x : v) SHIM_TRY(ncclAllReduce(x.data(), x.data(), kCount, ncclFloat, ncclSum, c, nullptr));
+      SHIM_TRY(ncclGroupEnd());
+      for (size_t k = 0; k < v.size(); ++k)
+        for (size_t i = 0; i < kCount; ++i)
+          if (v[k][i] != static_cast<float>(1 + 2 * (k + i))) return mismatch("fused", i, v[k][i], 1 + 2.0 * (k + i));
+      return "";
+    });
+    CHECK(errs == "");
+  }
+  unsetenv("WEFT_TIMELINE");
+  for (int r = 0; r < 2; ++r) {
+    FILE* f = fopen((std::string(dir) + "/tl-" + std::to_string(r) + ".json").c_str(), "r");
+    REQUIRE(f != nullptr);
+    std::string all;
+    char buf[4096];
+    size_t k;
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0) all.append(buf, k);
+    fclose(f);
+    std::remove((std::string(dir) + "/tl-" + std::to_string(r) + ".json").c_str());
+    CHECK(all.find("\"fused_calls\":40") != std::string::npos);
+  }
+  rmdir(dir);
 }
