@@ -158,13 +158,29 @@ typedef enum {
   WEFT_REPRO_EXACT = 3
 } weft_repro_t;
 
+/* Wire compression (WEFT_WIRE; docs/compression.md): the format float32
+ * data travels in between ranks. BF16 / FP16: every message of a float32
+ * SUM / AVG allreduce, reduce or reduce_scatter on host memory carries
+ * bfloat16 or float16 (fp16 with a power-of-two scale per message, so
+ * nothing overflows), every reduction runs in float32, and every rank ends
+ * with the same bits; each hop adds one rounding to the format. Other
+ * calls run as NONE. Every rank must use the same. */
+typedef enum {
+  WEFT_WIRE_DEFAULT = 0, /* the environment's (WEFT_WIRE, else none) */
+  WEFT_WIRE_NONE = 1,
+  WEFT_WIRE_BF16 = 2,
+  WEFT_WIRE_FP16 = 3
+} weft_wire_t;
+
 typedef struct {
   size_t size;                /* sizeof(weft_config_t) */
   double timeout_s;           /* > 0: as WEFT_TIMEOUT_S, for this comm's calls */
   double bootstrap_timeout_s; /* > 0: as WEFT_BOOTSTRAP_TIMEOUT_S, for its creation */
   int repro;                  /* a weft_repro_t; DEFAULT: as WEFT_REPRO */
+  int wire;                   /* a weft_wire_t; DEFAULT: as WEFT_WIRE */
 } weft_config_t;
-#define WEFT_CONFIG_INITIALIZER {sizeof(weft_config_t), 0.0, 0.0, WEFT_REPRO_DEFAULT}
+#define WEFT_CONFIG_INITIALIZER \
+  {sizeof(weft_config_t), 0.0, 0.0, WEFT_REPRO_DEFAULT, WEFT_WIRE_DEFAULT}
 
 /* As weft_comm_init_rank, with `config` (NULL: the environment's settings).
  * Errors as weft_comm_init_rank, and INVALID_ARGUMENT for a config whose
@@ -184,6 +200,10 @@ weft_result_t weft_comm_set_timeout(weft_comm_t comm, double timeout_s);
 /* The communicator's reproducibility mode (OFF, ORDERED or EXACT, never
  * DEFAULT). Errors: INVALID_ARGUMENT (NULL or dead comm, NULL mode). */
 weft_result_t weft_comm_repro(weft_comm_t comm, weft_repro_t *mode);
+
+/* The communicator's wire format (NONE, BF16 or FP16, never DEFAULT).
+ * Errors: INVALID_ARGUMENT (NULL or dead comm, NULL wire). */
+weft_result_t weft_comm_wire(weft_comm_t comm, weft_wire_t *wire);
 
 /* Creates `nranks` communicators in this process (comms[i] is rank i), each
  * then driven by its own thread. */

@@ -69,6 +69,7 @@ Status check(const Comm* c, const Call& k, CollArgs* out, bool* needSendOut, boo
   a.eltSize = elt;
   a.op = reduces ? static_cast<weft_op_t>(k.op) : WEFT_SUM;
   if (reduces) a.repro = c->reproFor(k.dt(), a.op);
+  a.wire = Comm::wireFor(c->wire(), k.type, k.dt(), a.op);
   a.root = rooted ? k.root : 0;
   a.peer = p2p ? k.root : -1;
   const size_t sb = sendBytes(a, n, c->rank()), rb = recvBytes(a, n, c->rank());
@@ -172,6 +173,9 @@ weft_result_t submit(weft_comm_t comm, const Call& k, weft_stream_t stream) {
     if (!pc.comm) return setError(static_cast<Comm*>(nullptr), st);
   }
   pc.args = *ap;
+  // The engine narrows and widens on the host: stream-ordered calls (CUDA
+  // memory) run uncompressed (docs/compression.md).
+  if (pc.onStream) pc.args.wire = Wire::None;
   pc.dtype = k.dt();
   if (g.depth > 0) {
     g.calls.push_back(pc);

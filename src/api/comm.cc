@@ -55,6 +55,7 @@ Status Comm::create(const weft_unique_id_t& id, int nranks, int rank, std::share
   if (config && config->bootstrap_timeout_s > 0)
     c->cfg_.bootstrapTimeoutS = config->bootstrap_timeout_s;
   c->reproRequest_ = reproRequest(c->cfg_.repro, config);
+  c->wireRequest_ = wireRequest(c->cfg_.wire, config);
   Status st = c->init(id);
   if (st.isError()) {
     c->abort();
@@ -111,6 +112,7 @@ Status Comm::exchangePeerInfo() {
       .u64(static_cast<uint64_t>(getpid()))
       .u64(static_cast<uint64_t>(telemetry::realtimeMinusMonotonicNs()));
   mine.u64(reproRequest_);
+  mine.u64(wireRequest_);
   const std::vector<uint64_t> mask = affinityMask();
   mine.u64(mask.size());
   for (uint64_t w : mask) mine.u64(w);
@@ -119,7 +121,7 @@ Status Comm::exchangePeerInfo() {
   WEFT_RETURN_IF_ERROR(boot_->allgather(mine.blob(), &all, cfg_.bootstrapTimeoutS));
   peers_.resize(nranks_);
   clockDelta_.resize(nranks_);
-  std::vector<uint64_t> repros(nranks_);
+  std::vector<uint64_t> repros(nranks_), wires(nranks_);
   for (int r = 0; r < nranks_; ++r) {
     InitBlobReader in(all[r]);
     peers_[r].rank = r;
@@ -127,12 +129,14 @@ Status Comm::exchangePeerInfo() {
     peers_[r].pid = static_cast<int>(in.u64());
     clockDelta_[r] = static_cast<int64_t>(in.u64());
     repros[r] = in.u64();
+    wires[r] = in.u64();
     const size_t words = std::min<uint64_t>(in.u64(), 1024);
     for (size_t w = 0; w < words; ++w) peers_[r].cpuMask.push_back(in.u64());
     peers_[r].hostname = in.rest();
     if (peers_[r].hostname.empty()) peers_[r].hostname = "?";
   }
-  return agreeOnRepro(repros);
+  WEFT_RETURN_IF_ERROR(agreeOnRepro(repros));
+  return agreeOnWire(wires);
 }
 
 Status Comm::setUpTransports() {
@@ -267,11 +271,12 @@ const Choice& Comm::chooseAlgoSlow(const CollArgs& args) {
   CachedChoice& c =
       choices_[(static_cast<size_t>(args.type) * 31 + args.count * 7 + args.eltSize) % 64];
   if (c.type != args.type || c.count != args.count || c.eltSize != args.eltSize ||
-      c.repro != args.repro) {
+      c.repro != args.repro || c.wire != args.wire) {
     c.type = args.type;
     c.count = args.count;
     c.eltSize = args.eltSize;
     c.repro = args.repro;
+    c.wire = args.wire;
     c.choice = choose(args, model_, &rules_);
     if (c.choice.algo == Algo::Shm && !arena_) c.choice.algo = Algo::Auto;
   }

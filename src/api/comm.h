@@ -33,6 +33,10 @@ namespace weft {
 // (0 off, 1 ordered, 2 exact, 0xff a value that is not a mode).
 bool configHasRepro(const weft_config_t* config);
 uint64_t reproRequest(const std::string& env, const weft_config_t* config);
+// The same for `wire` (comm_wire.cc): 0 none, 1 bf16, 2 fp16 (Wire's
+// values), 0xff a WEFT_WIRE value that is not a format.
+bool configHasWire(const weft_config_t* config);
+uint64_t wireRequest(const std::string& env, const weft_config_t* config);
 
 class Comm {
  public:
@@ -54,6 +58,12 @@ class Comm {
   // reduction (a float SUM / AVG / PROD / MIN / MAX: kernels/cpu/fold.h);
   // Off otherwise. Only SUM and AVG have an exact form: the others ordered.
   Repro reproFor(weft_datatype_t dt, weft_op_t op) const;
+  // The wire format every rank agreed on (WEFT_WIRE, the config).
+  Wire wire() const { return wire_; }
+  // What a call runs with (comm_wire.cc): `asked` (the comm's format, or a
+  // per-call op's) for a float32 SUM / AVG allreduce, reduce or
+  // reduce_scatter; None for every other call.
+  static Wire wireFor(Wire asked, CollType t, weft_datatype_t dt, weft_op_t op);
   // The transport name used for each peer ("self", "shm", "tcp").
   const std::string& transportOf(int peer) const { return transportNames_[peer]; }
 
@@ -135,6 +145,8 @@ class Comm {
   Status exchangePeerInfo();
   // Every rank's reproRequest_ equal (comm_repro.cc), else an error naming both.
   Status agreeOnRepro(const std::vector<uint64_t>& requests);
+  // Every rank's wireRequest_ equal (comm_wire.cc), else an error naming both.
+  Status agreeOnWire(const std::vector<uint64_t>& requests);
   // Rank 0 warns once when WEFT_ALGO names, for a reduction, an algorithm
   // that reproducible calls pass over (comm_repro.cc).
   void noteReproRules() const;
@@ -145,7 +157,8 @@ class Comm {
   const Choice& chooseAlgo(const CollArgs& args) {
     // The last answer first: a loop of one collective then skips the hash.
     if (lastChoice_.type == args.type && lastChoice_.count == args.count &&
-        lastChoice_.eltSize == args.eltSize && lastChoice_.repro == args.repro)
+        lastChoice_.eltSize == args.eltSize && lastChoice_.repro == args.repro &&
+        lastChoice_.wire == args.wire)
       return lastChoice_.choice;
     return chooseAlgoSlow(args);
   }
@@ -210,6 +223,9 @@ class Comm {
   // exact, 0xff not a mode), then the mode all ranks agreed on.
   uint64_t reproRequest_ = 0;
   Repro repro_ = Repro::Off;
+  // WEFT_WIRE as this rank read it (wireRequest_), then the agreed format.
+  uint64_t wireRequest_ = 0;
+  Wire wire_ = Wire::None;
   std::unique_ptr<Bootstrap> boot_;
   std::vector<PeerInfo> peers_;
   std::vector<std::unique_ptr<Transport>> transports_;
@@ -254,6 +270,7 @@ class Comm {
     CollType type = CollType::Send;
     size_t count = 0, eltSize = 0;
     Repro repro = Repro::Off;
+    Wire wire = Wire::None;
     Choice choice;
   };
   CachedChoice choices_[64];

@@ -102,6 +102,7 @@ Config Config::fromEnv() {
   c.shmSlots = static_cast<int>(envLong("WEFT_SHM_SLOTS", c.shmSlots, 2, 1024));
   c.algo = envStr("WEFT_ALGO");
   c.repro = envStr("WEFT_REPRO");
+  c.wire = envStr("WEFT_WIRE");
   c.shmArenaChunk = envBytes("WEFT_SHM_ARENA_CHUNK", c.shmArenaChunk);
   if (c.shmArenaChunk && c.shmArenaChunk < 4096) c.shmArenaChunk = 4096;
   c.spinUs = envLong("WEFT_SPIN_US", c.spinUs, -1, 1000000);
@@ -150,6 +151,7 @@ std::vector<std::pair<std::string, std::string>> Config::entries() const {
           {"WEFT_SHM_SLOTS", n(shmSlots)},
           {"WEFT_ALGO", algo},
           {"WEFT_REPRO", repro},
+          {"WEFT_WIRE", wire},
           {"WEFT_SHM_ARENA_CHUNK", n(static_cast<long long>(shmArenaChunk))},
           {"WEFT_SHM_DIRECT_MIN", n(static_cast<long long>(shmDirectMin))},
           {"WEFT_SPIN_US", n(spinUs)},

@@ -37,6 +37,7 @@ struct OpRecord {
   uint64_t bytes = 0;  // the size nccl-tests reports for it (algbw = bytes / time)
   const char* algo = "";
   uint8_t repro = 0;   // Repro: how a float SUM / AVG / PROD was computed (WEFT_REPRO)
+  uint8_t wire = 0;    // Wire: the format its messages carried (WEFT_WIRE; shm arena: none)
   // When (this rank's monotonic clock, ns).
   uint64_t entryNs = 0;      // the API call
   uint64_t arrivalNs = 0;    // the last rank's entry (>= entryNs when this rank waited)
