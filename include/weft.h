@@ -84,7 +84,8 @@ typedef enum {
  * two NaNs give NaN. Integer SUM and PROD wrap around. BAND, BOR and BXOR
  * (bitwise and, or, xor; NCCL has none) take integer datatypes only: on a
  * floating type they are INVALID_ARGUMENT. Values from WEFT_NUM_OPS up are
- * ops made by weft_op_create_premul_sum on one communicator. */
+ * ops made by weft_op_create_premul_sum on one communicator, or by
+ * weft_op_create_wire (from 1 << 30). */
 typedef enum {
   WEFT_SUM = 0,
   WEFT_PROD = 1,
@@ -306,6 +307,19 @@ weft_result_t weft_op_create_premul_sum(weft_op_t *op, const void *scalar,
  * handed out again). Errors: INVALID_ARGUMENT for a built-in op or one not
  * live on `comm`. */
 weft_result_t weft_op_destroy(weft_op_t op, weft_comm_t comm);
+
+/* A sum carried in a wire format, per call (docs/compression.md): *op
+ * receives an op that reduces as `base` (WEFT_SUM or WEFT_AVG) with float32
+ * data travelling as `wire` (WEFT_WIRE_BF16, _FP16, or _NONE to run a call
+ * uncompressed on a comm whose WEFT_WIRE compresses), whatever the comm's
+ * setting; it composes with groups. Valid on every comm and kept until
+ * weft_op_destroy (which then does nothing). A call with it on a datatype
+ * other than WEFT_FLOAT32 is INVALID_ARGUMENT, on device memory or a stream
+ * INVALID_USAGE, both before any buffer is touched. Every rank must use the
+ * same op in the same call. Errors: INVALID_ARGUMENT (NULL op, a base that
+ * is not SUM or AVG, a wire that is not NONE, BF16 or FP16, a dead comm). */
+weft_result_t weft_op_create_wire(weft_op_t *op, weft_op_t base, weft_wire_t wire,
+                                  weft_comm_t comm);
 
 /* Gather, scatter and all-to-all with per-rank counts: sends and receives
  * issued as one group (as NCCL builds them), so they nest inside a caller's

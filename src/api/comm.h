@@ -37,6 +37,13 @@ uint64_t reproRequest(const std::string& env, const weft_config_t* config);
 // values), 0xff a WEFT_WIRE value that is not a format.
 bool configHasWire(const weft_config_t* config);
 uint64_t wireRequest(const std::string& env, const weft_config_t* config);
+// Ops made by weft_op_create_wire (comm_wire.cc): the base op and format
+// are in the value itself (base | wire << 8 | kWireOpBase), so a call needs
+// no table and no lock to read them.
+constexpr int kWireOpBase = 1 << 30;
+inline bool isWireOp(int op) { return op >= kWireOpBase; }
+// Decodes a wire op; false when `op` is not one weft_op_create_wire makes.
+bool decodeWireOp(int op, weft_op_t* base, Wire* wire);
 
 class Comm {
  public:

@@ -43,6 +43,17 @@ Status Comm::agreeOnWire(const std::vector<uint64_t>& requests) {
   return Status();
 }
 
+bool decodeWireOp(int op, weft_op_t* base, Wire* wire) {
+  if (!isWireOp(op)) return false;
+  const int b = op & 0xff, w = (op >> 8) & 0xff;
+  if ((op & ~0xffff) != kWireOpBase || (b != WEFT_SUM && b != WEFT_AVG) ||
+      w > static_cast<int>(Wire::Fp16))
+    return false;
+  *base = static_cast<weft_op_t>(b);
+  *wire = static_cast<Wire>(w);
+  return true;
+}
+
 // Float32 sums only: the format carries float32 values, and only a sum (AVG
 // is a sum then a division) is computed on partial results that may be
 // rounded hop by hop with a bounded error. PROD, MIN, MAX, other datatypes,

@@ -24,6 +24,9 @@ const uint8_t* Engine::narrowForSend(Op& op, size_t i) {
   const bool timed = tel_ && op.rec.timeWork;
   const uint64_t t0 = timed ? nowNs() : 0;
   uint8_t* w = wireAt(op, i);
+  // Narrowed already, on an attempt the transport had no room for.
+  if (op.state[i] == Op::kNarrowed) return w;
+  op.state[i] = Op::kNarrowed;
   auto* src = reinterpret_cast<float*>(bind(op, s.a));
   wireNarrow(w, src, s.bytes / 4, op.args.wire, s.a.buf == BufId::Recv ? src : nullptr);
   if (timed) op.rec.addWork(telemetry::SpanKind::Copy, t0, nowNs(), tel_->wantSpans());
