@@ -100,19 +100,26 @@ bool fillAvx2WireKernels(WireKernels*) { return false; }
 
 const char* wireName(Wire w) {
   switch (w) {
-    case Wire::None: return "none";
-    case Wire::Bf16: return "bf16";
-    case Wire::Fp16: return "fp16";
+    case Wire::None:
+      return "none";
+    case Wire::Bf16:
+      return "bf16";
+    case Wire::Fp16:
+      return "fp16";
   }
   return "?";
 }
 
 bool parseWire(const char* s, Wire* out) {
   const std::string v = s ? s : "";
-  if (v.empty() || v == "none" || v == "0" || v == "off") *out = Wire::None;
-  else if (v == "bf16" || v == "bfloat16") *out = Wire::Bf16;
-  else if (v == "fp16" || v == "float16" || v == "half") *out = Wire::Fp16;
-  else return false;
+  if (v.empty() || v == "none" || v == "0" || v == "off")
+    *out = Wire::None;
+  else if (v == "bf16" || v == "bfloat16")
+    *out = Wire::Bf16;
+  else if (v == "fp16" || v == "float16" || v == "half")
+    *out = Wire::Fp16;
+  else
+    return false;
   return true;
 }
 

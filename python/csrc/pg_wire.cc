@@ -3,11 +3,10 @@
 // place for a wire format, so the hook calls this instead of all_reduce; the
 // op is weft_op_create_wire's (its value carries base op and format, so
 // there is nothing to free).
-#include "process_group.h"
-
 #include <c10/util/Exception.h>
 
 #include "convert.h"
+#include "process_group.h"
 #include "staging.h"
 
 namespace weft_torch {
@@ -18,7 +17,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allreduceWire(at::Tensor t, int
   checkTensor(t, name, "the tensor");
   TORCH_CHECK(t.scalar_type() == at::kFloat, "weft: ", name,
               " compresses float32 tensors only, not ", t.scalar_type());
-  TORCH_CHECK(!t.is_cuda(), "weft: ", name, " runs on CPU tensors only (weft narrows and "
+  TORCH_CHECK(!t.is_cuda(), "weft: ", name,
+              " runs on CPU tensors only (weft narrows and "
               "widens on the host)");
   weft_op_t op = WEFT_SUM;
   weft_result_t res = weft_op_create_wire(&op, average ? WEFT_AVG : WEFT_SUM,

@@ -30,8 +30,7 @@ void layOutWire(Wire w, Schedule* s) {
   size_t at = (s->scratchBytes + 15) & ~size_t{15};
   for (size_t i = 0; i < s->steps.size(); ++i) {
     const Step& st = s->steps[i];
-    if (st.kind != StepKind::Send && st.kind != StepKind::Recv &&
-        st.kind != StepKind::RecvReduce)
+    if (st.kind != StepKind::Send && st.kind != StepKind::Recv && st.kind != StepKind::RecvReduce)
       continue;
     s->wireOff[i] = at;
     at += (wireBytes(w, st.bytes / 4) + 15) & ~size_t{15};

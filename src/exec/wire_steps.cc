@@ -37,8 +37,7 @@ void Engine::widenRecv(Op& op, size_t i) {
   const Step& s = op.schedule().steps[i];
   const bool timed = tel_ && op.rec.timeWork;
   const uint64_t t0 = timed ? nowNs() : 0;
-  wireWiden(reinterpret_cast<float*>(bind(op, s.dst)), wireAt(op, i), s.bytes / 4,
-            op.args.wire);
+  wireWiden(reinterpret_cast<float*>(bind(op, s.dst)), wireAt(op, i), s.bytes / 4, op.args.wire);
   if (timed) op.rec.addWork(telemetry::SpanKind::Copy, t0, nowNs(), tel_->wantSpans());
 }
 

@@ -18,6 +18,9 @@
 #include <random>
 #include <vector>
 
+#include <sched.h>
+#include <unistd.h>
+
 #include "coll/harness.h"
 
 namespace {
@@ -55,8 +58,8 @@ Bound boundFor(weft_wire_t w, int n) {
 
 // `op` is SUM or AVG; the call passes `callOp` instead when set (an op of
 // weft_op_create_wire reducing as `op`).
-std::string callAndCheck(weft_comm_t comm, int rank, int n, Coll coll, weft_op_t op,
-                         size_t count, bool inPlace, uint64_t seed, weft_wire_t wire, bool huge,
+std::string callAndCheck(weft_comm_t comm, int rank, int n, Coll coll, weft_op_t op, size_t count,
+                         bool inPlace, uint64_t seed, weft_wire_t wire, bool huge,
                          int callOp = -1) {
   const weft_op_t passed = callOp >= 0 ? static_cast<weft_op_t>(callOp) : op;
   const size_t inCount = coll == Coll::ReduceScatter ? count * n : count;
@@ -150,8 +153,8 @@ std::string runAll(weft_comm_t comm, int rank, int n, weft_wire_t wire, bool com
       narrow += (u & 0xffffu) == 0;
     }
     if (compressed != (narrow == y.size()))
-      return std::to_string(narrow) + " of 4096 results are bf16 values; compressed: " +
-             (compressed ? "yes" : "no");
+      return std::to_string(narrow) +
+             " of 4096 results are bf16 values; compressed: " + (compressed ? "yes" : "no");
   }
   // Calls the setting does not apply to run exactly: a double SUM and a
   // float MAX of values whose sums are exact.
@@ -181,8 +184,8 @@ void run(const Setup& s, int n, weft_wire_t wire) {
   env.push_back(wire == WEFT_WIRE_BF16 ? "WEFT_WIRE=bf16" : "WEFT_WIRE=fp16");
   INFO(s.what << ", " << n << " ranks, " << (wire == WEFT_WIRE_BF16 ? "bf16" : "fp16"));
   const std::string err = wtest::runProcesses(
-      n, [&](weft_comm_t c, int r, int nr) { return runAll(c, r, nr, wire, s.compressed); },
-      env, 300);
+      n, [&](weft_comm_t c, int r, int nr) { return runAll(c, r, nr, wire, s.compressed); }, env,
+      300);
   CHECK(err == "");
 }
 
@@ -218,7 +221,29 @@ TEST_CASE("wire: over shm FIFOs the hops compress too", "[coll][wire]") {
   run({"shm FIFOs", {"WEFT_TRANSPORTS=shm", "WEFT_SHM_ARENA_CHUNK=0"}, true}, 3, WEFT_WIRE_BF16);
 }
 
-TEST_CASE("wire: the shm arena runs compressed calls uncompressed", "[coll][wire]") {
+TEST_CASE("wire: shm and tcp hops mixed - two hosts of two ranks", "[coll][wire]") {
+  // weft tells hosts apart by hostname (and network namespace): each child
+  // takes its own UTS namespace and a hostname per pair, so ranks 0-1 and
+  // 2-3 talk over shm and the pairs over tcp, in one ring. Needs root.
+  if (geteuid() != 0) {
+    WARN("skipped: needs root to give ranks their own hostnames");
+    return;
+  }
+  auto host = [](int rank) {
+    const std::string name = rank < 2 ? "weft-wire-a" : "weft-wire-b";
+    if (unshare(CLONE_NEWUTS) != 0 || sethostname(name.c_str(), name.size()) != 0) _exit(3);
+  };
+  for (weft_wire_t wire : {WEFT_WIRE_BF16, WEFT_WIRE_FP16}) {
+    std::vector<std::string> env = {"WEFT_TRANSPORTS=shm,tcp", "WEFT_SOCKET_IFNAME=lo",
+                                     wire == WEFT_WIRE_BF16 ? "WEFT_WIRE=bf16" : "WEFT_WIRE=fp16"};
+    const std::string err = wtest::runProcesses(
+        4, [&](weft_comm_t c, int r, int n) { return runAll(c, r, n, wire, true); }, env, 300,
+        host);
+    CHECK(err == "");
+  }
+}
+
+TEST_CASE("wire: the shm arena runs compressed calls uncompressed", "[coll][wire][arena]") {
   run({"shm arena", {"WEFT_TRANSPORTS=shm"}, false}, 3, WEFT_WIRE_BF16);
 }
 
@@ -284,8 +309,8 @@ std::string perCallOps(weft_comm_t comm, int rank, int n) {
   for (int j = 0; j < 3; ++j) {
     in[j] = inputsOf(rank, counts[j], 50 + j, false);
     out[j].assign(counts[j], 0.0f);
-    TRY_WEFT(weft_allreduce(in[j].data(), out[j].data(), counts[j], WEFT_FLOAT32, bf16, comm,
-                            nullptr));
+    TRY_WEFT(
+        weft_allreduce(in[j].data(), out[j].data(), counts[j], WEFT_FLOAT32, bf16, comm, nullptr));
   }
   TRY_WEFT(weft_group_end());
   const Bound b = boundFor(WEFT_WIRE_BF16, n);

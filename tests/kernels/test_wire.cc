@@ -30,13 +30,19 @@ std::vector<float> edgyFloats(size_t n, uint64_t seed) {
   std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i) {
     switch (g() % 4) {
-      case 0: v[i] = fromBits(static_cast<uint32_t>(g())); break;  // any pattern
-      case 1: v[i] = std::ldexp(static_cast<float>(g() % 2048) - 1024.0f, -20); break;
-      case 2: v[i] = fromBits((static_cast<uint32_t>(g()) & 0xffff0000u) | 0x8000u); break;
+      case 0:
+        v[i] = fromBits(static_cast<uint32_t>(g()));
+        break;  // any pattern
+      case 1:
+        v[i] = std::ldexp(static_cast<float>(g() % 2048) - 1024.0f, -20);
+        break;
+      case 2:
+        v[i] = fromBits((static_cast<uint32_t>(g()) & 0xffff0000u) | 0x8000u);
+        break;
       default: {
-        static const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 65504.0f,
-                                        65520.0f, -65519.0f, 6.1e-5f, 5.96e-8f, 1e-40f,
-                                        FLT_MAX, -FLT_MAX, FLT_MIN, 1.0f + 0x1p-11f};
+        static const float special[] = {0.0f,     -0.0f,    INFINITY,  -INFINITY, NAN,
+                                        65504.0f, 65520.0f, -65519.0f, 6.1e-5f,   5.96e-8f,
+                                        1e-40f,   FLT_MAX,  -FLT_MAX,  FLT_MIN,   1.0f + 0x1p-11f};
         v[i] = special[g() % (sizeof special / sizeof special[0])];
       }
     }
@@ -49,8 +55,7 @@ std::vector<float> finiteFloats(size_t n, int e, int decades, uint64_t seed) {
   std::mt19937_64 g(seed);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i)
-    v[i] = std::ldexp(u(g), e - static_cast<int>(g() % (decades + 1)));
+  for (size_t i = 0; i < n; ++i) v[i] = std::ldexp(u(g), e - static_cast<int>(g() % (decades + 1)));
   return v;
 }
 
@@ -85,7 +90,8 @@ TEST_CASE("wire: vector and portable kernels give the same bits", "[kernels][wir
   for (Wire f : {Wire::Bf16, Wire::Fp16}) {
     for (size_t n : {size_t{5}, size_t{64}, size_t{1001}}) {
       for (int variant = 0; variant < 3; ++variant) {
-        const auto x = variant == 0 ? edgyFloats(n, 7 * n) : finiteFloats(n, variant * 40 - 60, 30, n);
+        const auto x =
+            variant == 0 ? edgyFloats(n, 7 * n) : finiteFloats(n, variant * 40 - 60, 30, n);
         std::vector<std::vector<uint8_t>> wires;
         std::vector<std::vector<float>> kept, added;
         for (auto isa : isas) {
@@ -127,8 +133,8 @@ TEST_CASE("wire: fp16 scales each message so nothing finite overflows", "[kernel
       // One rounding to 11 bits, or below fp16's normal range an absolute
       // error of half its smallest subnormal (2^-25), scaled back by 2^-k.
       const double err = std::fabs(static_cast<double>(back[i]) - x[i]);
-      const double bound = std::max(std::fabs(static_cast<double>(x[i])) * 0x1p-11,
-                                    std::ldexp(1.0, -25 - k));
+      const double bound =
+          std::max(std::fabs(static_cast<double>(x[i])) * 0x1p-11, std::ldexp(1.0, -25 - k));
       REQUIRE(err <= bound);
     }
     // The largest magnitude keeps fp16's full precision: it lands in [2^14, 2^15).
@@ -167,7 +173,8 @@ TEST_CASE("wire: narrowing widened values gives the same message back", "[kernel
   for (Wire f : {Wire::Bf16, Wire::Fp16}) {
     for (int trial = 0; trial < 400; ++trial) {
       const size_t n = 1 + g() % 40;
-      auto x = trial % 2 ? edgyFloats(n, g()) : finiteFloats(n, static_cast<int>(g() % 280) - 150, 20, g());
+      auto x = trial % 2 ? edgyFloats(n, g())
+                         : finiteFloats(n, static_cast<int>(g() % 280) - 150, 20, g());
       // The largest magnitude just below a power of two: rounding carries it up.
       if (trial % 3 == 0) x[0] = std::ldexp(2.0f - 0x1p-12f, static_cast<int>(g() % 200) - 100);
       std::vector<uint8_t> w1(wireBytes(f, n)), w2(wireBytes(f, n));
