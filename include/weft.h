@@ -84,7 +84,8 @@ typedef enum {
  * two NaNs give NaN. Integer SUM and PROD wrap around. BAND, BOR and BXOR
  * (bitwise and, or, xor; NCCL has none) take integer datatypes only: on a
  * floating type they are INVALID_ARGUMENT. Values from WEFT_NUM_OPS up are
- * ops made by weft_op_create_premul_sum on one communicator. */
+ * ops made by weft_op_create_premul_sum on one communicator, or by
+ * weft_op_create_wire (from 1 << 30). */
 typedef enum {
   WEFT_SUM = 0,
   WEFT_PROD = 1,
@@ -158,6 +159,20 @@ typedef enum {
   WEFT_REPRO_EXACT = 3
 } weft_repro_t;
 
+/* Wire compression (WEFT_WIRE; docs/compression.md): the format float32
+ * data travels in between ranks. BF16 / FP16: every message of a float32
+ * SUM / AVG allreduce, reduce or reduce_scatter on host memory carries
+ * bfloat16 or float16 (fp16 with a power-of-two scale per message, so
+ * nothing overflows), every reduction runs in float32, and every rank ends
+ * with the same bits; each hop adds one rounding to the format. Other
+ * calls run as NONE. Every rank must use the same. */
+typedef enum {
+  WEFT_WIRE_DEFAULT = 0, /* the environment's (WEFT_WIRE, else none) */
+  WEFT_WIRE_NONE = 1,
+  WEFT_WIRE_BF16 = 2,
+  WEFT_WIRE_FP16 = 3
+} weft_wire_t;
+
 typedef struct {
   size_t size;                /* sizeof(weft_config_t) */
   double timeout_s;           /* > 0: as WEFT_TIMEOUT_S, for this comm's calls */
@@ -169,9 +184,14 @@ typedef struct {
    * the smallest value any of them asks for. A config of the older size
    * (32 bytes, before this field) takes the environment's. */
   size_t fusion_threshold;
+  /* Wire compression (WEFT_WIRE; docs/compression.md): a weft_wire_t;
+   * DEFAULT: as WEFT_WIRE. A config of an older size (before this field)
+   * takes the environment's. */
+  int wire;
 } weft_config_t;
 #define WEFT_FUSION_OFF ((size_t)-1)
-#define WEFT_CONFIG_INITIALIZER {sizeof(weft_config_t), 0.0, 0.0, WEFT_REPRO_DEFAULT, 0}
+#define WEFT_CONFIG_INITIALIZER \
+  {sizeof(weft_config_t), 0.0, 0.0, WEFT_REPRO_DEFAULT, 0, WEFT_WIRE_DEFAULT}
 
 /* As weft_comm_init_rank, with `config` (NULL: the environment's settings).
  * Errors as weft_comm_init_rank, and INVALID_ARGUMENT for a config whose
@@ -191,6 +211,10 @@ weft_result_t weft_comm_set_timeout(weft_comm_t comm, double timeout_s);
 /* The communicator's reproducibility mode (OFF, ORDERED or EXACT, never
  * DEFAULT). Errors: INVALID_ARGUMENT (NULL or dead comm, NULL mode). */
 weft_result_t weft_comm_repro(weft_comm_t comm, weft_repro_t *mode);
+
+/* The communicator's wire format (NONE, BF16 or FP16, never DEFAULT).
+ * Errors: INVALID_ARGUMENT (NULL or dead comm, NULL wire). */
+weft_result_t weft_comm_wire(weft_comm_t comm, weft_wire_t *wire);
 
 /* Creates `nranks` communicators in this process (comms[i] is rank i), each
  * then driven by its own thread. */
@@ -323,6 +347,19 @@ weft_result_t weft_op_create_premul_sum(weft_op_t *op, const void *scalar,
  * handed out again). Errors: INVALID_ARGUMENT for a built-in op or one not
  * live on `comm`. */
 weft_result_t weft_op_destroy(weft_op_t op, weft_comm_t comm);
+
+/* A sum carried in a wire format, per call (docs/compression.md): *op
+ * receives an op that reduces as `base` (WEFT_SUM or WEFT_AVG) with float32
+ * data travelling as `wire` (WEFT_WIRE_BF16, _FP16, or _NONE to run a call
+ * uncompressed on a comm whose WEFT_WIRE compresses), whatever the comm's
+ * setting; it composes with groups. Valid on every comm and kept until
+ * weft_op_destroy (which then does nothing). A call with it on a datatype
+ * other than WEFT_FLOAT32 is INVALID_ARGUMENT, on device memory or a stream
+ * INVALID_USAGE, both before any buffer is touched. Every rank must use the
+ * same op in the same call. Errors: INVALID_ARGUMENT (NULL op, a base that
+ * is not SUM or AVG, a wire that is not NONE, BF16 or FP16, a dead comm). */
+weft_result_t weft_op_create_wire(weft_op_t *op, weft_op_t base, weft_wire_t wire,
+                                  weft_comm_t comm);
 
 /* Gather, scatter and all-to-all with per-rank counts: sends and receives
  * issued as one group (as NCCL builds them), so they nest inside a caller's

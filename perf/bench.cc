@@ -266,14 +266,27 @@ void finish(const Ctx& c, const Layout& L, const DtypeInfo& t, bool download) {
   if (download && !deviceDownload(c.recv, c.dev.recv, bytes, &err)) deviceFatal(c, err);
 }
 
+// The values' type: float32's, or under WEFT_WIRE the wire format's range of
+// exact integers, so that partial sums rounded to it stay exact and -c 1
+// still checks every element bit for bit (docs/compression.md).
+DtypeInfo valueType(const DtypeInfo& t) {
+  const char* w = std::getenv("WEFT_WIRE");
+  if (t.dt != WEFT_FLOAT32 || !w) return t;
+  DtypeInfo v = t;
+  if (std::strcmp(w, "bf16") == 0) v.budget = std::min(t.budget, dtypeInfo(WEFT_BFLOAT16)->budget);
+  if (std::strcmp(w, "fp16") == 0) v.budget = std::min(t.budget, dtypeInfo(WEFT_FLOAT16)->budget);
+  return v;
+}
+
 Measure measure(const Ctx& c, const Layout& L, const DtypeInfo& t, weft_op_t op, bool inPlace,
                 uint64_t salt) {
   const Options& o = *c.o;
   const Bufs b = buffersFor(c, L, t.size, inPlace);
   const Pattern pat = collHasOp(o.coll) ? patternFor(op) : Pattern::Any;
+  const DtypeInfo vt = valueType(t);
   {
     // Realistic data for the timed calls (no NaN or denormal slow paths).
-    ValueGen gen(t, pat, c.nranks, salt * 2);
+    ValueGen gen(vt, pat, c.nranks, salt * 2);
     fillInputs(c, L, t, b, inPlace, gen);
     upload(c, L, t);
   }
@@ -322,7 +335,7 @@ Measure measure(const Ctx& c, const Layout& L, const DtypeInfo& t, weft_op_t op,
   m.wrong = -1;
   if (o.check) {
     // A separate call on freshly filled buffers, after the timed loop.
-    ValueGen gen(t, pat, c.nranks, salt * 2 + 1);
+    ValueGen gen(vt, pat, c.nranks, salt * 2 + 1);
     fillInputs(c, L, t, b, inPlace, gen);
     upload(c, L, t);
     launch(c, L, t.dt, op, b);
@@ -396,8 +409,9 @@ void printHeader(const Ctx& c, const std::string& modeDesc, const std::vector<Ra
   if (o.device) std::printf(", buffers in CUDA device memory (-G)");
   const char* algo = std::getenv("WEFT_ALGO");
   const char* repro = std::getenv("WEFT_REPRO");
-  std::printf(", WEFT_ALGO %s, WEFT_REPRO %s\n", algo && *algo ? algo : "(unset)",
-              repro && *repro ? repro : "off");
+  const char* wire = std::getenv("WEFT_WIRE");
+  std::printf(", WEFT_ALGO %s, WEFT_REPRO %s, WEFT_WIRE %s\n", algo && *algo ? algo : "(unset)",
+              repro && *repro ? repro : "off", wire && *wire ? wire : "none");
   std::printf("#\n# Using ranks\n");
   for (const RankInfo& ri : infos) std::printf("#  Rank %2d Pid %6d on %s\n", ri.rank, ri.pid, ri.host);
   std::printf("#\n");

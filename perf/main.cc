@@ -207,6 +207,7 @@ int main(int argc, char** argv) {
     setenv("WEFT_ALGO", value.c_str(), 1);
   }
   if (!o.repro.empty()) setenv("WEFT_REPRO", o.repro.c_str(), 1);
+  if (!o.wire.empty()) setenv("WEFT_WIRE", o.wire.c_str(), 1);
   if (o.nprocs > 0) return runForked(o);
   if (o.nthreads > 0) return runThreadsInit(o);
   weft_comm_t comm = nullptr;

@@ -114,7 +114,7 @@ const Flag kFlags[] = {
     {"-t", nullptr, "--nthreads"},    {"-a", "-A", "--algo"},
     {"-T", nullptr, "--time_budget"}, {"-B", nullptr, "--bind"},
     {"-G", nullptr, "--device"},      {"-W", nullptr, "--warmup_time"},
-    {"-R", nullptr, "--repro"},
+    {"-R", nullptr, "--repro"},       {"-x", nullptr, "--wire"},
 };
 
 std::string baseName(const char* path) {
@@ -194,6 +194,8 @@ void printUsage(FILE* f, const char* prog) {
                "  -a, -A, --algo ALGO    set WEFT_ALGO=<collective>:ALGO before init\n"
                "  -R, --repro MODE       set WEFT_REPRO=MODE (off, ordered, exact) before init:\n"
                "                         reproducible float reductions (docs/reproducibility.md)\n"
+               "  -x, --wire FMT         set WEFT_WIRE=FMT (none, bf16, fp16) before init: float32\n"
+               "                         sums travel compressed (docs/compression.md)\n"
                "  -T, --time_budget S    cap each timed loop at about S seconds (>= 1 iteration)\n"
                "  -W, --warmup_time S    after the -w calls, warm up for about S more seconds\n"
                "                         (a count the ranks agree on), default 0\n"
@@ -297,6 +299,10 @@ ParseResult parseOptions(int argc, char** argv, Options* o, std::string* err) {
       o->repro = value;
       ok = std::strcmp(value, "off") == 0 || std::strcmp(value, "ordered") == 0 ||
            std::strcmp(value, "exact") == 0;
+    } else if (name == "-x") {
+      o->wire = value;
+      ok = std::strcmp(value, "none") == 0 || std::strcmp(value, "bf16") == 0 ||
+           std::strcmp(value, "fp16") == 0;
     } else if (name == "-B") {
       ok = parseInt(value, 0, 1, &o->bind);
     } else if (name == "-G") {

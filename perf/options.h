@@ -34,6 +34,7 @@ struct Options {
   int nthreads = 0;  // -t: ranks as threads (0 = no)
   std::string algo;  // -a / -A
   std::string repro;  // -R: WEFT_REPRO
+  std::string wire;   // -x: WEFT_WIRE
   double timeBudget = 0;  // -T seconds per size and placement; 0 = none
   // -W: warm-up seconds after the -w calls (0 = none). Rooted and gathering
   // collectives let ranks run ahead; their first tens of milliseconds of

@@ -34,6 +34,16 @@ PYBIND11_MODULE(_C, m) {
     TORCH_CHECK(w, "weft: not a weft backend");
     return reinterpret_cast<uintptr_t>(w->comm());
   }, "The weft_comm_t of a weft backend, as an integer (for ctypes).");
+  m.def("allreduce_wire",
+        [](const c10::intrusive_ptr<c10d::Backend>& b, at::Tensor t, int wire, bool average) {
+          auto* w = dynamic_cast<weft_torch::ProcessGroupWeft*>(b.get());
+          TORCH_CHECK(w, "weft: not a weft backend");
+          return w->allreduceWire(std::move(t), wire, average);
+        },
+        py::arg("backend"), py::arg("tensor"), py::arg("wire"), py::arg("average") = true,
+        "Allreduces a float32 CPU tensor in place with its data carried as `wire` (1 none, 2 "
+        "bf16, 3 fp16: weft_wire_t) and accumulated in float32; returns the Work "
+        "(docs/compression.md).");
   m.def("cuda_supported", &weft_torch::cudaTensorsSupported,
         "Whether this build takes CUDA tensors (weft and torch both built with CUDA).");
   int v = 0;

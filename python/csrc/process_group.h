@@ -92,6 +92,13 @@ class ProcessGroupWeft : public c10d::Backend {
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 
+ public:
+  // An allreduce of a float32 tensor with its data carried as `wire`
+  // (WEFT_WIRE_BF16 / _FP16 / _NONE) and accumulated in float32, averaged
+  // when `average` (docs/compression.md; pg_wire.cc): what the DDP comm
+  // hook of weft/torch/hooks.py runs on each gradient bucket. Asynchronous.
+  c10::intrusive_ptr<c10d::Work> allreduceWire(at::Tensor t, int wire, bool average);
+
  private:
   // Hands `op` to the runner (or, between startCoalescing and
   // endCoalescing, to the coalesced batch) and returns its Work.

@@ -218,6 +218,11 @@ Status buildSchedule(const CollArgs& args, const BuildParams& p, Schedule* out) 
   if (!p2p && !algoSupports(algo, args.type))
     return invalidUsage(strFormat("algorithm %s does not implement %s", algoName(algo),
                                   collName(args.type)));
+  if (args.wire != Wire::None && !algoCarriesWire(algo, args.type))
+    return Status(WEFT_ERR_INTERNAL,
+                  strFormat("a compressed %s on %s: the selector keeps those calls on ring, "
+                            "fold and direct",
+                            collName(args.type), algoName(algo)));
   if (p2p) {
     buildPointToPoint(args, p, out);
     return Status::ok();
@@ -270,6 +275,7 @@ Status buildSchedule(const CollArgs& args, const BuildParams& p, Schedule* out) 
       return invalidUsage(strFormat("algorithm %s has no schedule builder for %s",
                                     algoName(algo), collName(args.type)));
   }
+  if (args.wire != Wire::None) layOutWire(args.wire, out);
   return Status::ok();
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kernels/cpu/wire.h"
 #include "weft.h"
 
 namespace weft {
@@ -71,6 +72,10 @@ struct Schedule {
   std::vector<Step> steps;
   std::vector<uint32_t> deps;  // indices of earlier steps
   size_t scratchBytes = 0;
+  // Compressed ops (CollArgs::wire): per step, the byte offset in scratch
+  // of the wire-format bytes a Send, Recv or RecvReduce moves (laid out by
+  // layOutWire after the builder; empty otherwise).
+  std::vector<size_t> wireOff;
   // "ring", "chain", ...: a static string (a literal or algoName()), so
   // that copying a cached schedule copies a pointer.
   const char* algorithm = "";
@@ -109,11 +114,19 @@ struct CollArgs {
   // (a float SUM / AVG / PROD allreduce, reduce or reduce_scatter): then
   // only algorithms that fold in rank order (algoFoldsInRankOrder) run it.
   Repro repro = Repro::Off;
+  // The format float32 data travels in (docs/compression.md): None unless
+  // the comm's setting or the call's op asks for it AND the call is a
+  // float32 SUM / AVG allreduce, reduce or reduce_scatter on host memory;
+  // then only algorithms in which one rank computes each result element
+  // (algoCarriesWire) run it, and the engine narrows every message to the
+  // format and widens it at the receiver, accumulating in float32.
+  Wire wire = Wire::None;
 };
 // Two calls of the same shape (what schedules and plans depend on).
 inline bool sameShape(const CollArgs& a, const CollArgs& b) {
   return a.type == b.type && a.count == b.count && a.eltSize == b.eltSize && a.op == b.op &&
-         a.root == b.root && a.peer == b.peer && a.inPlace == b.inPlace && a.repro == b.repro;
+         a.root == b.root && a.peer == b.peer && a.inPlace == b.inPlace && a.repro == b.repro &&
+         a.wire == b.wire;
 }
 // "allreduce #12 (1024 x float, sum)".
 std::string describeOp(const CollArgs& args, weft_datatype_t dtype, uint64_t seq);
@@ -153,6 +166,14 @@ bool algoSupports(Algo a, CollType t);
 // ranks in rank order (the only algorithms a CollArgs::repro call may run):
 // direct, fold and shm.
 bool algoFoldsInRankOrder(Algo a, CollType t);
+// Whether a compressed call (CollArgs::wire) may run on `a`: each element of
+// the result is computed by exactly one rank (from wire-rounded partial
+// sums) and reaches the others only as that rank's message, so every rank
+// ends with the same bits: ring and fold allreduce (reduce-scatter, then the
+// owner's result circulated), ring, fold and direct reduce_scatter, fold and
+// direct reduce; and shm (the host arena, which runs the call uncompressed:
+// src/exec/arena_op.cc reduces in shared memory, nothing travels).
+bool algoCarriesWire(Algo a, CollType t);
 // The algorithm buildSchedule uses for `t` when none is chosen.
 Algo defaultAlgo(CollType t);
 
@@ -209,6 +230,11 @@ void buildFoldAllReduce(const CollArgs& a, const BuildParams& p, Schedule* s);
 void buildFoldReduce(const CollArgs& a, const BuildParams& p, Schedule* s);
 void buildFoldReduceScatter(const CollArgs& a, const BuildParams& p, Schedule* s);
 void buildGatherFoldAllReduce(const CollArgs& a, const BuildParams& p, Schedule* s);
+
+// For a compressed call: gives every Send, Recv and RecvReduce of `s` its
+// own wire-format region in scratch (Schedule::wireOff), after the
+// builder's scratch. Bytes: about half of what the steps move in float32.
+void layOutWire(Wire w, Schedule* s);
 
 // Bytes of the send and receive buffers of `a` on one of `nranks` ranks
 // (what the engine binds; the simulator allocates).

@@ -39,12 +39,16 @@ Choice bestChunk(Algo a, CollType t, size_t bytes, const Env& e, const ChunkRang
 // Whether the model may pick `a` on its own: for a reproducible call only
 // the algorithms that fold in rank order; otherwise any but Fold (which
 // exists for those calls; WEFT_ALGO can still force it).
-bool pickable(Algo a, CollType t, bool ordered) {
-  return ordered ? algoFoldsInRankOrder(a, t) : a != Algo::Fold && a != Algo::GatherFold;
+// A compressed call (wire) takes only those that carry it (algoCarriesWire),
+// Fold included.
+bool pickable(Algo a, CollType t, bool ordered, bool wire) {
+  if (wire && !algoCarriesWire(a, t)) return false;
+  if (ordered) return algoFoldsInRankOrder(a, t);
+  return wire || (a != Algo::Fold && a != Algo::GatherFold);
 }
 
 Choice chooseModel(CollType t, size_t bytes, const CostModel& m, const Env& e,
-                   const ChunkRange& cr, bool ordered) {
+                   const ChunkRange& cr, bool ordered, bool wire) {
   const Algo first = ordered ? Algo::Fold : defaultAlgo(t);
   Choice best;
   best.chunkBytes = cr.lo;
@@ -52,7 +56,7 @@ Choice chooseModel(CollType t, size_t bytes, const CostModel& m, const Env& e,
   for (int i = -1; i < static_cast<int>(Algo::kCount); ++i) {
     const Algo a = i < 0 ? first : static_cast<Algo>(i);
     if (a == Algo::Auto || (i >= 0 && a == first) || !algoUsable(a, t, m) ||
-        !pickable(a, t, ordered))
+        !pickable(a, t, ordered, wire))
       continue;
     Choice c = bestChunk(a, t, bytes, e, cr);
     if (c.estUs < best.estUs) best = c;
@@ -100,30 +104,31 @@ Choice evaluate(Algo a, const CollArgs& args, const CostModel& m) {
     return none;
   }
   const size_t bytes = collBytes(args, e.n);
-  if (a == Algo::Auto && !p2p) return chooseModel(t, bytes, m, e, cr, args.repro != Repro::Off);
+  if (a == Algo::Auto && !p2p)
+    return chooseModel(t, bytes, m, e, cr, args.repro != Repro::Off, args.wire != Wire::None);
   return bestChunk(a, t, bytes, e, cr);
 }
 
 Choice chooseForBytes(CollType t, size_t bytes, const CostModel& m, const AlgoRules* rules,
-                      bool ordered) {
+                      bool ordered, bool wire) {
   const Env e(m);
   const ChunkRange cr(m);
   if (t == CollType::Send || t == CollType::Recv) return bestChunk(Algo::Auto, t, bytes, e, cr);
   if (rules && !rules->empty()) {
     const Algo forced = rules->lookup(t, bytes, m.shmArena);
     if (forced != Algo::Auto && algoUsable(forced, t, m) &&
-        (!ordered || algoFoldsInRankOrder(forced, t))) {
+        (!ordered || algoFoldsInRankOrder(forced, t)) && (!wire || algoCarriesWire(forced, t))) {
       Choice c = bestChunk(forced, t, bytes, e, cr);
       c.forced = true;
       return c;
     }
   }
-  return chooseModel(t, bytes, m, e, cr, ordered);
+  return chooseModel(t, bytes, m, e, cr, ordered, wire);
 }
 
 Choice choose(const CollArgs& args, const CostModel& m, const AlgoRules* rules) {
   return chooseForBytes(args.type, collBytes(args, std::max(1, m.nranks)), m, rules,
-                        args.repro != Repro::Off);
+                        args.repro != Repro::Off, args.wire != Wire::None);
 }
 
 }  // namespace weft

@@ -178,12 +178,13 @@ Choice evaluate(Algo a, const CollArgs& args, const CostModel& m);
 // (args.repro) considers only the algorithms that fold in rank order
 // (algoFoldsInRankOrder: shm, fold, direct; fold first), and rules naming
 // any other are passed over for it; Fold is otherwise only taken when a
-// rule names it.
+// rule names it. A compressed call (args.wire) likewise considers only the
+// algorithms that carry it (algoCarriesWire: ring, fold, direct, shm).
 Choice choose(const CollArgs& args, const CostModel& m, const AlgoRules* rules);
 // The same for a collective of `bytes` (collBytes) bytes; `ordered`: a
-// reproducible call.
+// reproducible call; `wire`: a compressed one.
 Choice chooseForBytes(CollType t, size_t bytes, const CostModel& m, const AlgoRules* rules,
-                      bool ordered = false);
+                      bool ordered = false, bool wire = false);
 
 // Human-readable choices of the model for every collective: size ranges ->
 // algorithm, chunk sizes and estimated times, then the same as a WEFT_ALGO

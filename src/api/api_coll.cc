@@ -45,11 +45,24 @@ Status check(const Comm* c, const Call& k, CollArgs* out, bool* needSendOut, boo
   if (k.dtype < 0 || k.dtype >= WEFT_NUM_DATATYPES)
     return invalidArgument(strFormat("%s: datatype %d is not a weft_datatype_t", name, k.dtype));
   const bool reduces = isReduction(k.type);
-  if (reduces && (k.op < 0 || k.op >= WEFT_NUM_OPS))
+  // An op of weft_op_create_wire: its base op, and the format asked for
+  // this call instead of the comm's.
+  int op = k.op;
+  Wire asked = c->wire();
+  weft_op_t base = WEFT_SUM;
+  if (reduces && decodeWireOp(k.op, &base, &asked)) {
+    if (k.dt() != WEFT_FLOAT32)
+      return invalidArgument(strFormat("%s: op %d (weft_op_create_wire: %s carried as %s) "
+                                       "takes float32 only, not %s",
+                                       name, k.op, opName(base), wireName(asked),
+                                       datatypeName(k.dt())));
+    op = base;
+  }
+  if (reduces && (op < 0 || op >= WEFT_NUM_OPS))
     return invalidArgument(strFormat("%s: op %d is not a weft_op_t", name, k.op));
-  if (reduces && !opSupported(k.dt(), static_cast<weft_op_t>(k.op)))
+  if (reduces && !opSupported(k.dt(), static_cast<weft_op_t>(op)))
     return invalidArgument(strFormat("%s: op %s takes integer datatypes only, not %s", name,
-                                     opName(static_cast<weft_op_t>(k.op)), datatypeName(k.dt())));
+                                     opName(static_cast<weft_op_t>(op)), datatypeName(k.dt())));
   const bool rooted = k.type == CollType::Broadcast || k.type == CollType::Reduce;
   if (rooted && (k.root < 0 || k.root >= n))
     return invalidArgument(strFormat("%s: root %d is outside [0, %d)", name, k.root, n));
@@ -67,8 +80,9 @@ Status check(const Comm* c, const Call& k, CollArgs* out, bool* needSendOut, boo
   a.type = k.type;
   a.count = k.count;
   a.eltSize = elt;
-  a.op = reduces ? static_cast<weft_op_t>(k.op) : WEFT_SUM;
+  a.op = reduces ? static_cast<weft_op_t>(op) : WEFT_SUM;
   if (reduces) a.repro = c->reproFor(k.dt(), a.op);
+  a.wire = Comm::wireFor(asked, k.type, k.dt(), a.op);
   a.root = rooted ? k.root : 0;
   a.peer = p2p ? k.root : -1;
   const size_t sb = sendBytes(a, n, c->rank()), rb = recvBytes(a, n, c->rank());
@@ -120,7 +134,8 @@ weft_result_t submit(weft_comm_t comm, const Call& k, weft_stream_t stream) {
     if (g.depth > 0 && g.error.isOk()) g.error = st;
     return setError(static_cast<Comm*>(nullptr), st);
   }
-  if (k.op >= WEFT_NUM_OPS && isReduction(k.type)) return submitPremul(comm, c, k, stream);
+  if (k.op >= WEFT_NUM_OPS && !isWireOp(k.op) && isReduction(k.type))
+    return submitPremul(comm, c, k, stream);
   // The call's one clock reading: the CUDA driver check and, for a call
   // that runs now, the telemetry's entry time.
   const uint64_t now = nowNs();
@@ -162,6 +177,10 @@ weft_result_t submit(weft_comm_t comm, const Call& k, weft_stream_t stream) {
   pc.send = k.send;
   pc.recv = k.recv;
   if (st.isOk()) st = resolveMemory(collName(k.type), stream, needSend, needRecv, &pc, now);
+  if (st.isOk() && pc.onStream && isWireOp(k.op) && isReduction(k.type))
+    st = invalidUsage(strFormat("%s: op %d (weft_op_create_wire) runs on host memory only: weft "
+                                "narrows and widens on the host",
+                                collName(k.type), k.op));
   if (st.isError()) {
     if (g.depth > 0 && g.error.isOk()) g.error = st;
     return setError(c, st);
@@ -172,6 +191,9 @@ weft_result_t submit(weft_comm_t comm, const Call& k, weft_stream_t stream) {
     if (!pc.comm) return setError(static_cast<Comm*>(nullptr), st);
   }
   pc.args = *ap;
+  // The engine narrows and widens on the host: stream-ordered calls (CUDA
+  // memory) run uncompressed (docs/compression.md).
+  if (pc.onStream) pc.args.wire = Wire::None;
   pc.dtype = k.dt();
   if (g.depth > 0) {
     g.calls.push_back(pc);

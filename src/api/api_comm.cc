@@ -58,6 +58,11 @@ Status checkConfig(const weft_config_t* config) {
     return invalidArgument(strFormat("config->repro is %d; it must be a weft_repro_t "
                                      "(WEFT_REPRO_DEFAULT, _OFF, _ORDERED or _EXACT)",
                                      config->repro));
+  if (configHasWire(config) &&
+      (config->wire < WEFT_WIRE_DEFAULT || config->wire > WEFT_WIRE_FP16))
+    return invalidArgument(strFormat("config->wire is %d; it must be a weft_wire_t "
+                                     "(WEFT_WIRE_DEFAULT, _NONE, _BF16 or _FP16)",
+                                     config->wire));
   return Status();
 }
 
@@ -196,6 +201,15 @@ weft_result_t weft_comm_repro(weft_comm_t comm, weft_repro_t* mode) {
     case Repro::Ordered: *mode = WEFT_REPRO_ORDERED; break;
     case Repro::Exact: *mode = WEFT_REPRO_EXACT; break;
   }
+  return WEFT_SUCCESS;
+}
+
+weft_result_t weft_comm_wire(weft_comm_t comm, weft_wire_t* wire) {
+  Status st;
+  std::shared_ptr<Comm> c = lookupComm(comm, &st);
+  if (!c) return setError(static_cast<Comm*>(nullptr), st);
+  if (!wire) return setError(c.get(), invalidArgument("wire (the output pointer) is NULL"));
+  *wire = static_cast<weft_wire_t>(static_cast<int>(c->wire()) + WEFT_WIRE_NONE);
   return WEFT_SUCCESS;
 }
 

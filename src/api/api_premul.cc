@@ -93,6 +93,9 @@ weft_result_t weft_op_destroy(weft_op_t op, weft_comm_t comm) {
   std::shared_ptr<Comm> c = lookupComm(comm, &st);
   if (!c) return setError(static_cast<Comm*>(nullptr), st);
   const int v = static_cast<int>(op);
+  weft_op_t base;
+  Wire wire;
+  if (decodeWireOp(v, &base, &wire)) return WEFT_SUCCESS;  // nothing to free (comm.h)
   std::lock_guard<Mutex> lk(c->mu);
   Comm::PremulOp* found = liveOp(c.get(), v);
   if (!found)

@@ -56,6 +56,7 @@ Status Comm::create(const weft_unique_id_t& id, int nranks, int rank, std::share
     c->cfg_.bootstrapTimeoutS = config->bootstrap_timeout_s;
   c->reproRequest_ = reproRequest(c->cfg_.repro, config);
   c->fusionThreshold_ = fusionRequest(c->cfg_.fusionThreshold, config);
+  c->wireRequest_ = wireRequest(c->cfg_.wire, config);
   Status st = c->init(id);
   if (st.isError()) {
     c->abort();
@@ -113,6 +114,7 @@ Status Comm::exchangePeerInfo() {
       .u64(static_cast<uint64_t>(telemetry::realtimeMinusMonotonicNs()));
   mine.u64(reproRequest_);
   mine.u64(fusionThreshold_);
+  mine.u64(wireRequest_);
   const std::vector<uint64_t> mask = affinityMask();
   mine.u64(mask.size());
   for (uint64_t w : mask) mine.u64(w);
@@ -121,7 +123,7 @@ Status Comm::exchangePeerInfo() {
   WEFT_RETURN_IF_ERROR(boot_->allgather(mine.blob(), &all, cfg_.bootstrapTimeoutS));
   peers_.resize(nranks_);
   clockDelta_.resize(nranks_);
-  std::vector<uint64_t> repros(nranks_);
+  std::vector<uint64_t> repros(nranks_), wires(nranks_);
   for (int r = 0; r < nranks_; ++r) {
     InitBlobReader in(all[r]);
     peers_[r].rank = r;
@@ -132,12 +134,14 @@ Status Comm::exchangePeerInfo() {
     // Fusion changes which collectives run, so every rank takes the same
     // threshold: the smallest (a rank with fusion off turns it off).
     fusionThreshold_ = std::min<size_t>(fusionThreshold_, in.u64());
+    wires[r] = in.u64();
     const size_t words = std::min<uint64_t>(in.u64(), 1024);
     for (size_t w = 0; w < words; ++w) peers_[r].cpuMask.push_back(in.u64());
     peers_[r].hostname = in.rest();
     if (peers_[r].hostname.empty()) peers_[r].hostname = "?";
   }
-  return agreeOnRepro(repros);
+  WEFT_RETURN_IF_ERROR(agreeOnRepro(repros));
+  return agreeOnWire(wires);
 }
 
 Status Comm::setUpTransports() {
@@ -278,11 +282,12 @@ const Choice& Comm::chooseAlgoSlow(const CollArgs& args) {
   CachedChoice& c =
       choices_[(static_cast<size_t>(args.type) * 31 + args.count * 7 + args.eltSize) % 64];
   if (c.type != args.type || c.count != args.count || c.eltSize != args.eltSize ||
-      c.repro != args.repro) {
+      c.repro != args.repro || c.wire != args.wire) {
     c.type = args.type;
     c.count = args.count;
     c.eltSize = args.eltSize;
     c.repro = args.repro;
+    c.wire = args.wire;
     c.choice = choose(args, model_, &rules_);
     if (c.choice.algo == Algo::Shm && !arena_) c.choice.algo = Algo::Auto;
   }

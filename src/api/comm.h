@@ -37,6 +37,17 @@ bool configHasRepro(const weft_config_t* config);
 // the config has it and it is not 0 (WEFT_FUSION_OFF: 0), else WEFT_FUSION_THRESHOLD's.
 size_t fusionRequest(size_t env, const weft_config_t* config);
 uint64_t reproRequest(const std::string& env, const weft_config_t* config);
+// The same for `wire` (comm_wire.cc): 0 none, 1 bf16, 2 fp16 (Wire's
+// values), 0xff a WEFT_WIRE value that is not a format.
+bool configHasWire(const weft_config_t* config);
+uint64_t wireRequest(const std::string& env, const weft_config_t* config);
+// Ops made by weft_op_create_wire (comm_wire.cc): the base op and format
+// are in the value itself (base | wire << 8 | kWireOpBase), so a call needs
+// no table and no lock to read them.
+constexpr int kWireOpBase = 1 << 30;
+inline bool isWireOp(int op) { return op >= kWireOpBase; }
+// Decodes a wire op; false when `op` is not one weft_op_create_wire makes.
+bool decodeWireOp(int op, weft_op_t* base, Wire* wire);
 
 class Comm {
  public:
@@ -62,6 +73,12 @@ class Comm {
   // mu); nothing when the timeline is off.
   void timelineSpan(const std::string& track, const std::string& name, uint64_t beginNs,
                     uint64_t endNs, const std::vector<std::pair<std::string, std::string>>& args);
+  // The wire format every rank agreed on (WEFT_WIRE, the config).
+  Wire wire() const { return wire_; }
+  // What a call runs with (comm_wire.cc): `asked` (the comm's format, or a
+  // per-call op's) for a float32 SUM / AVG allreduce, reduce or
+  // reduce_scatter; None for every other call.
+  static Wire wireFor(Wire asked, CollType t, weft_datatype_t dt, weft_op_t op);
   // The transport name used for each peer ("self", "shm", "tcp").
   const std::string& transportOf(int peer) const { return transportNames_[peer]; }
 
@@ -157,6 +174,8 @@ class Comm {
   Status exchangePeerInfo();
   // Every rank's reproRequest_ equal (comm_repro.cc), else an error naming both.
   Status agreeOnRepro(const std::vector<uint64_t>& requests);
+  // Every rank's wireRequest_ equal (comm_wire.cc), else an error naming both.
+  Status agreeOnWire(const std::vector<uint64_t>& requests);
   // Rank 0 warns once when WEFT_ALGO names, for a reduction, an algorithm
   // that reproducible calls pass over (comm_repro.cc).
   void noteReproRules() const;
@@ -167,7 +186,8 @@ class Comm {
   const Choice& chooseAlgo(const CollArgs& args) {
     // The last answer first: a loop of one collective then skips the hash.
     if (lastChoice_.type == args.type && lastChoice_.count == args.count &&
-        lastChoice_.eltSize == args.eltSize && lastChoice_.repro == args.repro)
+        lastChoice_.eltSize == args.eltSize && lastChoice_.repro == args.repro &&
+        lastChoice_.wire == args.wire)
       return lastChoice_.choice;
     return chooseAlgoSlow(args);
   }
@@ -235,6 +255,9 @@ class Comm {
   // WEFT_FUSION_THRESHOLD or the config's, then the smallest of all ranks'.
   size_t fusionThreshold_ = 0;
   std::shared_ptr<FusionPool> fusionPool_ = std::make_shared<FusionPool>();
+  // WEFT_WIRE as this rank read it (wireRequest_), then the agreed format.
+  uint64_t wireRequest_ = 0;
+  Wire wire_ = Wire::None;
   std::unique_ptr<Bootstrap> boot_;
   std::vector<PeerInfo> peers_;
   std::vector<std::unique_ptr<Transport>> transports_;
@@ -279,6 +302,7 @@ class Comm {
     CollType type = CollType::Send;
     size_t count = 0, eltSize = 0;
     Repro repro = Repro::Off;
+    Wire wire = Wire::None;
     Choice choice;
   };
   CachedChoice choices_[64];

@@ -1,6 +1,7 @@
 // The communicator's side of telemetry: what it tells src/telemetry at init
 // (ranks, hosts, transports, the common clock) and per op (what it is).
 #include <algorithm>
+#include <cstring>
 
 #include "api/comm.h"
 #include "core/clock.h"
@@ -17,6 +18,7 @@ void Comm::setUpTelemetry() {
   s.commId = boot_->commId();
   s.config = cfg_;
   s.repro = reproName(repro_);
+  s.wire = wireName(wire_);
   // The common clock: realtime, as the lowest rank of each host reads it
   // (so ranks of one host agree exactly; hosts agree as well as NTP/PTP
   // keeps their realtime clocks).
@@ -84,6 +86,7 @@ void Comm::copyDescription(const telemetry::OpRecord& from, telemetry::OpRecord*
   to->bytes = from.bytes;
   to->algo = from.algo;
   to->repro = from.repro;
+  to->wire = from.wire;
   to->timeWork = from.timeWork;
 }
 
@@ -94,6 +97,8 @@ void Comm::describeRecord(telemetry::OpRecord& r, const CollArgs& args, weft_dat
   r.dtype = static_cast<uint8_t>(dt);
   r.op = static_cast<uint8_t>(args.op);
   r.repro = static_cast<uint8_t>(args.repro);
+  // The arena reduces in shared memory: nothing travels, nothing narrows.
+  r.wire = std::strcmp(algo, "shm") == 0 ? 0 : static_cast<uint8_t>(args.wire);
   const bool p2p = args.type == CollType::Send || args.type == CollType::Recv;
   r.root = p2p ? args.peer : args.root;
   r.count = args.count;

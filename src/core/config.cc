@@ -103,6 +103,7 @@ Config Config::fromEnv() {
   c.algo = envStr("WEFT_ALGO");
   c.repro = envStr("WEFT_REPRO");
   c.fusionThreshold = envBytes("WEFT_FUSION_THRESHOLD", c.fusionThreshold);
+  c.wire = envStr("WEFT_WIRE");
   c.shmArenaChunk = envBytes("WEFT_SHM_ARENA_CHUNK", c.shmArenaChunk);
   if (c.shmArenaChunk && c.shmArenaChunk < 4096) c.shmArenaChunk = 4096;
   c.spinUs = envLong("WEFT_SPIN_US", c.spinUs, -1, 1000000);
@@ -152,6 +153,7 @@ std::vector<std::pair<std::string, std::string>> Config::entries() const {
           {"WEFT_ALGO", algo},
           {"WEFT_REPRO", repro},
           {"WEFT_FUSION_THRESHOLD", n(static_cast<long long>(fusionThreshold))},
+          {"WEFT_WIRE", wire},
           {"WEFT_SHM_ARENA_CHUNK", n(static_cast<long long>(shmArenaChunk))},
           {"WEFT_SHM_DIRECT_MIN", n(static_cast<long long>(shmDirectMin))},
           {"WEFT_SPIN_US", n(spinUs)},

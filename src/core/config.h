@@ -25,6 +25,7 @@ struct Config {
   std::string algo;                // WEFT_ALGO: algorithm override (see docs/tuning.md)
   std::string repro;               // WEFT_REPRO: off | ordered | exact (docs/reproducibility.md)
   size_t fusionThreshold = kDefaultFusionThreshold;  // WEFT_FUSION_THRESHOLD: 0 = no fusion
+  std::string wire;                // WEFT_WIRE: none | bf16 | fp16 (docs/compression.md)
   size_t shmArenaChunk = 1 << 20;  // WEFT_SHM_ARENA_CHUNK: bytes per arena round; 0 = no arena
   size_t shmDirectMin = 64 << 10;  // WEFT_SHM_DIRECT_MIN: single-copy bcast/allgather from; 0 = off
   bool shmDirectMinSet = false;    // WEFT_SHM_DIRECT_MIN was set (also with ranks sharing cores)

@@ -200,6 +200,14 @@ class Engine {
   // A kLocal step: true when its work finished (*st: the backend's error).
   bool localDone(Op& op, size_t i, Status* st);
   uint8_t* bind(Op& op, BufRef ref) const;
+  // Compressed ops (CollArgs::wire; wire_steps.cc): step i's wire bytes in
+  // scratch; the send's narrowing (returns the bytes to post); a receive's
+  // widening into its destination.
+  uint8_t* wireAt(Op& op, size_t i) const {
+    return op.scratch.get() + op.schedule().wireOff[i];
+  }
+  const uint8_t* narrowForSend(Op& op, size_t i);
+  void widenRecv(Op& op, size_t i);
 
   // The end of a round: the clock for idleWait, and the stall checks
   // (stall_check.cc).

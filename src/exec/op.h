@@ -100,7 +100,9 @@ struct Op {
 
   // Progress of each step.
   // kLocal: the step's local work runs on a LocalWork backend (exec/local_work.h).
-  enum : uint8_t { kPending = 0, kPosted = 1, kDone = 2, kLocal = 3 };
+  // kNarrowed: a compressed send whose wire bytes are ready but that the
+  // transport had no room for yet (pending otherwise; wire_steps.cc).
+  enum : uint8_t { kPending = 0, kPosted = 1, kDone = 2, kLocal = 3, kNarrowed = 4 };
   std::vector<uint8_t> state;
   std::vector<Completion> comps;
   LocalWork* lw = nullptr;      // runs the local steps (nullptr: the host, inline)

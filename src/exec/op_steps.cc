@@ -12,6 +12,7 @@
 #include "exec/engine.h"
 #include "kernels/cpu/fold.h"
 #include "kernels/cpu/reduce.h"
+#include "kernels/cpu/wire.h"
 
 namespace weft {
 
@@ -78,7 +79,10 @@ bool Engine::reduceStep(Op& op, size_t i, Status* st) {
   const Step& s = op.schedule().steps[i];
   const size_t count = s.bytes / op.args.eltSize;
   const bool exact = op.args.repro == Repro::Exact;
-  if (op.lw) {
+  // A compressed receive's widening add runs here, on the host (a backend
+  // has no wire kernels; compressed calls are host memory).
+  const bool wiredReduce = s.kind == StepKind::RecvReduce && op.args.wire != Wire::None;
+  if (op.lw && !wiredReduce) {
     uint64_t t = 0;
     Status ss;
     if (s.kind == StepKind::Divide)
@@ -98,6 +102,10 @@ bool Engine::reduceStep(Op& op, size_t i, Status* st) {
     divideByCount(bind(op, s.dst), count, op.dtype, static_cast<uint64_t>(nranks_));
   else if (s.kind == StepKind::Fold)
     foldHost(bind(op, s.dst), foldSources(op, s), nranks_, count, op.dtype, op.args.op, exact);
+  else if (wiredReduce)
+    wireWidenAdd(reinterpret_cast<float*>(bind(op, s.dst)),
+                 reinterpret_cast<const float*>(bind(op, s.a)), wireAt(op, i), count,
+                 op.args.wire);
   else
     reduceHost(bind(op, s.dst), bind(op, s.a), bind(op, s.b), count, op.dtype, op.args.op);
   if (timed) op.rec.addWork(telemetry::SpanKind::Reduce, t0, nowNs(), tel_->wantSpans());
@@ -127,31 +135,44 @@ bool Engine::runStep(Op& op, size_t i) {
   Status st;
   bool local = false;  // handed to op.lw, not done yet
   Routes::Post to{};
+  const bool wired = op.args.wire != Wire::None;
   switch (s.kind) {
-    case StepKind::Send:
+    case StepKind::Send: {
+      // A compressed op sends the step's bytes narrowed (its wire size),
+      // and the test throttle meters what travels.
+      const size_t len = wired ? wireBytes(op.args.wire, s.bytes / 4) : s.bytes;
       if (cfg_.testThrottleMBps > 0) {
         const uint64_t now = nowNs();
         if (now < throttleNextNs_) return false;
         const double nsPerByte = 1e3 / cfg_.testThrottleMBps;
         throttleNextNs_ = std::max(throttleNextNs_, now) +
-                          static_cast<uint64_t>(static_cast<double>(s.bytes) * nsPerByte);
+                          static_cast<uint64_t>(static_cast<double>(len) * nsPerByte);
       }
       c.reset();
       c.stamp = op.rec.stamp;
       to = routes_.post(op, s);
-      st = to.ep->postSend(bind(op, s.a), s.bytes, op.tag, to.mem, &c);
-      if (tel_ && st.code() != kNoResource) op.rec.sent[peerTx_[s.peer]] += s.bytes;
+      const uint8_t* src = wired ? narrowForSend(op, i) : bind(op, s.a);
+      st = to.ep->postSend(src, len, op.tag, to.mem, &c);
+      if (tel_ && st.code() != kNoResource) op.rec.sent[peerTx_[s.peer]] += len;
       break;
+    }
     case StepKind::Recv:
       c.reset();
       to = routes_.post(op, s);
-      st = to.ep->postRecv(bind(op, s.dst), s.bytes, op.tag, to.mem, &c);
-      if (st.isOk()) noteRecv(op, c);
+      st = wired ? to.ep->postRecv(wireAt(op, i), wireBytes(op.args.wire, s.bytes / 4), op.tag,
+                                   to.mem, &c)
+                 : to.ep->postRecv(bind(op, s.dst), s.bytes, op.tag, to.mem, &c);
+      if (st.isOk()) {
+        noteRecv(op, c);
+        if (wired) widenRecv(op, i);
+      }
       break;
     case StepKind::RecvReduce:
       c.reset();
       to = routes_.post(op, s);
-      st = to.ep->postRecv(bind(op, s.b), s.bytes, op.tag, to.mem, &c);
+      st = wired ? to.ep->postRecv(wireAt(op, i), wireBytes(op.args.wire, s.bytes / 4), op.tag,
+                                   to.mem, &c)
+                 : to.ep->postRecv(bind(op, s.b), s.bytes, op.tag, to.mem, &c);
       if (st.isOk()) {
         noteRecv(op, c);
         local = !reduceStep(op, i, &st);
@@ -211,6 +232,7 @@ bool Engine::advanceOp(Op& op, size_t* budget) {
         return true;
       }
       if (s.kind != StepKind::Send) noteRecv(op, c);
+      if (s.kind == StepKind::Recv && op.args.wire != Wire::None) widenRecv(op, i);
       Status ls;
       if (s.kind == StepKind::RecvReduce && !reduceStep(op, i, &ls)) {
         if (ls.isError()) {

@@ -38,6 +38,7 @@ struct OpRecord {
   const char* algo = "";
   uint8_t repro = 0;   // Repro: how a float SUM / AVG / PROD was computed (WEFT_REPRO)
   uint32_t fusedCalls = 0;  // a fused allreduce: the calls it carries (0: not fused)
+  uint8_t wire = 0;    // Wire: the format its messages carried (WEFT_WIRE; shm arena: none)
   // When (this rank's monotonic clock, ns).
   uint64_t entryNs = 0;      // the API call
   uint64_t arrivalNs = 0;    // the last rank's entry (>= entryNs when this rank waited)

@@ -54,6 +54,7 @@ std::string Telemetry::statsJson() const {
   j += strFormat("  \"link_GBs\": %.3f,\n", linkGBs);
   j += strFormat("  \"throttle_MBps\": %.3f,\n", s_.config.testThrottleMBps);
   j += strFormat("  \"repro\": \"%s\",\n", s_.repro);
+  j += strFormat("  \"wire_format\": \"%s\",\n", s_.wire);
   const uint64_t wall = firstEntryNs_ ? (lastEndNs_ > firstEntryNs_ ? lastEndNs_ : now) - firstEntryNs_ : 0;
   j += strFormat("  \"written_at_ns\": %llu,\n  \"first_entry_ns\": %llu,\n  \"wall_ns\": %llu,\n",
                  static_cast<unsigned long long>(toGlobal(now)),

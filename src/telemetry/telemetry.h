@@ -50,6 +50,7 @@ struct Setup {
   std::vector<int> transportPeers;
   Config config;
   const char* repro = "off";  // the comm's WEFT_REPRO mode (reproName)
+  const char* wire = "none";  // the comm's WEFT_WIRE format (wireName)
 };
 
 // Collective types the aggregates keep apart (CollType values below this).

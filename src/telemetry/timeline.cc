@@ -156,17 +156,17 @@ void Timeline::add(const OpRecord& r, int64_t off, double busbw) {
   const uint64_t entry = g(r.entryNs), end = g(r.endNs);
   const uint64_t arrival = std::min(std::max(g(r.arrivalNs), entry), end);
   std::string name = collName(static_cast<CollType>(r.type));
-  char args[400];
+  char args[448];
   snprintf(args, sizeof args,
            "\"seq\":%llu,\"bytes\":%llu,\"count\":%llu,\"algorithm\":\"%s\",\"busbw_GBs\":%.3f,"
            "\"last_rank\":%d,\"wait_ns\":%llu,\"first_byte_ns\":%lld,\"reduce_ns\":%llu,"
-           "\"copy_ns\":%llu,\"status\":%d,\"repro\":\"%s\"",
+           "\"copy_ns\":%llu,\"status\":%d,\"repro\":\"%s\",\"wire_format\":\"%s\"",
            static_cast<unsigned long long>(r.seq), static_cast<unsigned long long>(r.bytes),
            static_cast<unsigned long long>(r.count), r.algo, busbw, r.lastRank,
            static_cast<unsigned long long>(arrival - entry),
            r.firstByteNs ? static_cast<long long>(r.firstByteNs - r.entryNs) : -1LL,
            static_cast<unsigned long long>(r.reduceNs), static_cast<unsigned long long>(r.copyNs),
-           r.status, reproName(static_cast<Repro>(r.repro)));
+           r.status, reproName(static_cast<Repro>(r.repro)), wireName(static_cast<Wire>(r.wire)));
   if (r.fusedCalls) {
     // A fused allreduce (tensor fusion): says so in its name and args.
     const size_t at = strlen(args);

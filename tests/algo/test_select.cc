@@ -729,3 +729,34 @@ TEST_CASE("select: hierarchical allreduce wins across hosts with several ranks e
     CHECK(pick(uneven, bytes) != Algo::Hierarchical);
   }
 }
+
+TEST_CASE("select: compressed calls run only on algorithms that carry the wire format",
+          "[select][wire]") {
+  const size_t sizes[] = {4, 4096, 1 << 20, 64 << 20};
+  const AlgoRules rd = parseOk("rd");
+  for (int n : {2, 3, 4, 8, 33})
+    for (int hosts : {1, 2})
+      for (bool arena : {false, true}) {
+        if (hosts > n || (arena && hosts > 1)) continue;
+        const CostModel m = model(n, hosts, arena);
+        for (CollType t : {CollType::AllReduce, CollType::Reduce, CollType::ReduceScatter})
+          for (size_t bytes : sizes) {
+            CollArgs args = argsFor(t, bytes, n);
+            args.wire = Wire::Bf16;
+            for (const AlgoRules* rules : {static_cast<const AlgoRules*>(nullptr), &rd}) {
+              const Choice c = choose(args, m, rules);
+              INFO(collName(t) << " n=" << n << " hosts=" << hosts << " arena=" << arena
+                               << " bytes=" << bytes << " -> " << algoName(c.algo));
+              CHECK(algoCarriesWire(c.algo, t));
+              CHECK_FALSE(c.forced);
+            }
+          }
+      }
+  // A rule naming one that carries it is followed.
+  const AlgoRules fold = parseOk("allreduce:fold");
+  CollArgs args = argsFor(CollType::AllReduce, 1 << 20, 4);
+  args.wire = Wire::Fp16;
+  const Choice c = choose(args, model(4, 1, false), &fold);
+  CHECK(c.forced);
+  CHECK(c.algo == Algo::Fold);
+}
