@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <string>
 
 #include "coll/harness.h"
@@ -15,17 +14,6 @@
 using namespace wtest;
 
 namespace {
-
-std::string readAll(const std::string& path) {
-  std::string out;
-  FILE* f = fopen(path.c_str(), "r");
-  if (!f) return out;
-  char buf[4096];
-  size_t k;
-  while ((k = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, k);
-  fclose(f);
-  return out;
-}
 
 uint64_t monoNs() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -63,7 +51,7 @@ TEST_CASE("timeline span: framework spans on their own tracks beside the ops", "
         WEFT_ERR_INVALID_ARGUMENT);
   REQUIRE(weft_comm_destroy(c) == WEFT_SUCCESS);
 
-  const std::string j = readAll(path);
+  const std::string j = catFiles(path);
   INFO(j);
   CHECK(j.find("\"thread_name\"") != std::string::npos);
   CHECK(j.find("\"name\":\"tensor: fc.weight\"") != std::string::npos);
@@ -105,7 +93,7 @@ TEST_CASE("timeline span: two communicators of one rank share its file - each on
   REQUIRE(weft_comm_destroy(a) == WEFT_SUCCESS);
   REQUIRE(weft_broadcast(&x, &x, 1, WEFT_FLOAT32, 0, b, nullptr) == WEFT_SUCCESS);
   REQUIRE(weft_comm_destroy(b) == WEFT_SUCCESS);
-  const std::string j = readAll(path);
+  const std::string j = catFiles(path);
   INFO(j);
   size_t tracks = 0, allreduces = 0, broadcasts = 0;
   for (size_t at = 0; (at = j.find("(rank 0 of 1)", at)) != std::string::npos; ++at) ++tracks;
@@ -143,7 +131,7 @@ TEST_CASE("stats file: a second communicator of one rank writes a file of its ow
   size_t files = 0;
   for (size_t at = 0; (at = all.find("\"comm\":", at)) != std::string::npos; ++at) ++files;
   CHECK(files == 2);
-  CHECK(readAll(dir + "/s0.json").find("allreduce") != std::string::npos);
+  CHECK(catFiles(dir + "/s0.json").find("allreduce") != std::string::npos);
   CHECK(catFiles(dir + "/s0.comm*.json").find("barrier") != std::string::npos);
   removeTree(dir);
 }

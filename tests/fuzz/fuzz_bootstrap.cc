@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "fuzz_input.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/checks.h"
 
@@ -30,20 +31,7 @@ namespace {
 using namespace weft;
 using namespace weft::boot;
 
-struct Input {
-  const uint8_t* data;
-  size_t size;
-  size_t pos = 0;
-  template <class T>
-  T get() {
-    T v;
-    memset(&v, 0, sizeof v);
-    size_t n = std::min(sizeof v, size - pos);
-    memcpy(&v, data + pos, n);
-    pos += n;
-    return v;
-  }
-};
+using weft::fuzz::Input;
 
 struct Side {
   uint64_t secret;

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "fuzz_input.h"
 #include "transports/tcp/tcp_connect.h"
 #include "transports/tcp/tcp_peer.h"
 #include "transports/tcp/tcp_wire.h"
@@ -37,20 +38,7 @@ namespace {
 
 using namespace weft::tcp;
 
-struct Input {
-  const uint8_t* data;
-  size_t size;
-  size_t pos = 0;
-  template <class T>
-  T get() {
-    T v;
-    memset(&v, 0, sizeof v);
-    size_t n = std::min(sizeof v, size - pos);
-    memcpy(&v, data + pos, n);
-    pos += n;
-    return v;
-  }
-};
+using weft::fuzz::Input;
 
 struct Side {  // the receiving side of a hello
   uint64_t secret;
