@@ -266,18 +266,6 @@ void finish(const Ctx& c, const Layout& L, const DtypeInfo& t, bool download) {
   if (download && !deviceDownload(c.recv, c.dev.recv, bytes, &err)) deviceFatal(c, err);
 }
 
-// The values' type: float32's, or under WEFT_WIRE the wire format's range of
-// exact integers, so that partial sums rounded to it stay exact and -c 1
-// still checks every element bit for bit (docs/compression.md).
-DtypeInfo valueType(const DtypeInfo& t) {
-  const char* w = std::getenv("WEFT_WIRE");
-  if (t.dt != WEFT_FLOAT32 || !w) return t;
-  DtypeInfo v = t;
-  if (std::strcmp(w, "bf16") == 0) v.budget = std::min(t.budget, dtypeInfo(WEFT_BFLOAT16)->budget);
-  if (std::strcmp(w, "fp16") == 0) v.budget = std::min(t.budget, dtypeInfo(WEFT_FLOAT16)->budget);
-  return v;
-}
-
 Measure measure(const Ctx& c, const Layout& L, const DtypeInfo& t, weft_op_t op, bool inPlace,
                 uint64_t salt) {
   const Options& o = *c.o;

@@ -1,6 +1,8 @@
 #include "dtypes.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <strings.h>
 
@@ -230,6 +232,18 @@ bool elementMatches(const DtypeInfo& t, const void* elem, double expected) {
     return std::memcmp(want, elem, t.size) == 0;
   }
   return decodeValue(t, elem) == expected;
+}
+
+// The values' type: float32's, or under WEFT_WIRE the wire format's range of
+// exact integers, so that partial sums rounded to it stay exact and -c 1
+// still checks every element bit for bit (docs/compression.md).
+DtypeInfo valueType(const DtypeInfo& t) {
+  const char* w = std::getenv("WEFT_WIRE");
+  if (t.dt != WEFT_FLOAT32 || !w) return t;
+  DtypeInfo v = t;
+  if (std::strcmp(w, "bf16") == 0) v.budget = std::min(t.budget, dtypeInfo(WEFT_BFLOAT16)->budget);
+  if (std::strcmp(w, "fp16") == 0) v.budget = std::min(t.budget, dtypeInfo(WEFT_FLOAT16)->budget);
+  return v;
 }
 
 }  // namespace weftperf

@@ -55,4 +55,8 @@ double decodeValue(const DtypeInfo& t, const void* src);
 // integer types, numerically equal for floating types (NaN never matches).
 bool elementMatches(const DtypeInfo& t, const void* elem, double expected);
 
+// The values weft-perf fills for type t: t's, or for float32 under
+// WEFT_WIRE the wire format's range of exact integers (dtypes.cc).
+DtypeInfo valueType(const DtypeInfo& t);
+
 }  // namespace weftperf
