@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "api/comm.h"
+#include "api/comm_agree.h"
 #include "core/log.h"
 #include "kernels/cpu/fold.h"
 
@@ -32,16 +33,9 @@ uint64_t reproRequest(const std::string& env, const weft_config_t* config) {
 }
 
 Status Comm::agreeOnRepro(const std::vector<uint64_t>& requests) {
-  if (reproRequest_ == kNotAMode)
-    return invalidArgument(
-        strFormat("WEFT_REPRO=%s: expected off, ordered or exact", cfg_.repro.c_str()));
-  for (int r = 0; r < nranks_; ++r) {
-    if (requests[r] == reproRequest_) continue;
-    return invalidUsage(strFormat(
-        "rank %d's reproducibility mode (WEFT_REPRO or the config) is %s, rank %d's %s: every "
-        "rank must use the same",
-        r, requestName(requests[r]), rank_, requestName(reproRequest_)));
-  }
+  static const SharedSetting kRepro{"reproducibility mode", "WEFT_REPRO", "off, ordered or exact",
+                                    kNotAMode, requestName};
+  WEFT_RETURN_IF_ERROR(agreeOnSetting(kRepro, cfg_.repro, reproRequest_, requests, rank_));
   repro_ = static_cast<Repro>(reproRequest_);
   return Status();
 }

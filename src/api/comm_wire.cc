@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "api/comm.h"
+#include "api/comm_agree.h"
 #include "kernels/cpu/wire.h"
 
 namespace weft {
@@ -29,16 +30,9 @@ uint64_t wireRequest(const std::string& env, const weft_config_t* config) {
 }
 
 Status Comm::agreeOnWire(const std::vector<uint64_t>& requests) {
-  if (wireRequest_ == kNotAFormat)
-    return invalidArgument(
-        strFormat("WEFT_WIRE=%s: expected none, bf16 or fp16", cfg_.wire.c_str()));
-  for (int r = 0; r < nranks_; ++r) {
-    if (requests[r] == wireRequest_) continue;
-    return invalidUsage(strFormat(
-        "rank %d's wire format (WEFT_WIRE or the config) is %s, rank %d's %s: every rank must "
-        "use the same",
-        r, requestName(requests[r]), rank_, requestName(wireRequest_)));
-  }
+  static const SharedSetting kWire{"wire format", "WEFT_WIRE", "none, bf16 or fp16", kNotAFormat,
+                                   requestName};
+  WEFT_RETURN_IF_ERROR(agreeOnSetting(kWire, cfg_.wire, wireRequest_, requests, rank_));
   wire_ = static_cast<Wire>(wireRequest_);
   return Status();
 }
