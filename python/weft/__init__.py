@@ -31,3 +31,18 @@ def library_path():
 def nccl_shim_path():
     """The path of weft's drop-in libnccl.so.2 (LD_PRELOAD it, docs/nccl-shim.md)."""
     return _find(["libweft-nccl.so", "libnccl.so.2"])
+
+
+def load_library():
+    """libweft as a ctypes.CDLL: the installed one, else (a build tree) the one
+    weft's torch extension loaded, found by its soname."""
+    import ctypes
+
+    try:
+        return ctypes.CDLL(library_path())
+    except (FileNotFoundError, OSError):
+        import importlib.util
+
+        if importlib.util.find_spec("weft._C") is not None:
+            import weft._C  # noqa: F401  (loads libweft.so.0)
+        return ctypes.CDLL("libweft.so.0")

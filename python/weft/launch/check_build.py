@@ -1,20 +1,12 @@
 """weftrun --check-build: what this weft has (as horovodrun --check-build)."""
 import ctypes
-import importlib.util
 
 
 def _libweft():
     import weft
 
     try:
-        return ctypes.CDLL(weft.library_path())
-    except (FileNotFoundError, OSError):
-        pass
-    try:
-        # A build tree: loaded by the torch extension, or on LD_LIBRARY_PATH.
-        if importlib.util.find_spec("weft._C") is not None:
-            import weft._C  # noqa: F401
-        return ctypes.CDLL("libweft.so.0")
+        return weft.load_library()
     except (ImportError, OSError):
         return None
 

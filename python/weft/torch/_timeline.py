@@ -36,10 +36,7 @@ def _libweft():
     if _lib is None:
         import weft
 
-        try:
-            lib = ctypes.CDLL(weft.library_path())
-        except (FileNotFoundError, OSError):
-            lib = ctypes.CDLL("libweft.so.0")  # a build tree: loaded already by weft._C
+        lib = weft.load_library()
         fn = lib.weft_timeline_span
         fn.restype = ctypes.c_int
         fn.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint64,
