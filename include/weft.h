@@ -59,7 +59,8 @@ typedef enum {
   WEFT_ERR_TIMEOUT = 6,          /* a wait ran past its bound (WEFT_TIMEOUT_S) */
   WEFT_ERR_CUDA = 7,             /* a CUDA call failed, or CUDA is unavailable */
   WEFT_ERR_ABORTED = 8,          /* the communicator was aborted */
-  WEFT_IN_PROGRESS = 9           /* not an error: nonblocking work still running */
+  WEFT_IN_PROGRESS = 9,          /* not an error: nonblocking work still running */
+  WEFT_ERR_REVOKED = 10          /* the communicator was revoked: shrink it or destroy it */
 } weft_result_t;
 
 /* Values equal to NCCL's ncclDataType_t. */
@@ -249,6 +250,60 @@ weft_result_t weft_comm_destroy(weft_comm_t comm);
  * that call returns WEFT_ERR_ABORTED, and the comm is freed only after every
  * thread has left its calls on it. */
 weft_result_t weft_comm_abort(weft_comm_t comm);
+
+/* ---- Fault tolerance (docs/elastic.md) ----------------------------------- */
+/* Revokes the communicator: this rank's pending and later calls on it fail
+ * with WEFT_ERR_REVOKED, and peers blocked in a call that involves this
+ * rank fail promptly (WEFT_ERR_REMOTE naming it; on shm "revoked the
+ * communicator"), not after WEFT_TIMEOUT_S. Not collective: any rank may
+ * revoke, and each survivor of a failure should, before weft_comm_shrink.
+ * The comm stays valid for weft_comm_failed_ranks, weft_comm_shrink and
+ * weft_comm_destroy (which then returns at once). May be called from another
+ * thread while a blocking call waits in the comm. Revoking twice is fine. */
+weft_result_t weft_comm_revoke(weft_comm_t comm);
+
+/* The ranks this rank knows have failed (exited, ended their communicator,
+ * revoked it, or made no progress for WEFT_TIMEOUT_S), ascending: up to
+ * `cap` into `ranks` (may be NULL when cap is 0), their number into *n.
+ * The reasons are in weft_comm_failure_reason. A local view: other ranks
+ * may know more or less (weft_comm_shrink agrees on one). */
+weft_result_t weft_comm_failed_ranks(weft_comm_t comm, int *ranks, int cap, int *n);
+/* Why `rank` is counted as failed ("exited", "made no progress for 20 s",
+ * ...), or "" when it is not. The string lives until the next call on the
+ * comm from this thread. */
+const char *weft_comm_failure_reason(weft_comm_t comm, int rank);
+
+/* A new communicator of the survivors, collective over them and without any
+ * outside rendezvous (the ranks reach each other at the addresses of the
+ * comm's bootstrap). Ranks listed in `exclude` (n_exclude of them) do not
+ * call and are left out; with exclude == NULL (n_exclude 0) the survivors
+ * find out among themselves who is gone: a rank that neither answers within
+ * WEFT_SHRINK_TIMEOUT_S nor can be reached (its process gone) is left out,
+ * and so is one that dies during the shrink. Every rank that returns
+ * WEFT_SUCCESS has the same membership; new ranks are the survivors' old
+ * ranks renumbered densely in their old order. Works on a healthy comm, on
+ * a revoked one and after a failure in the middle of a collective (revoke
+ * first, so that peers still blocked in it are released). The new comm has
+ * the parent's configuration and timeout. The parent stays valid (destroy
+ * it). Errors: INVALID_ARGUMENT (bad list: out of range, repeated, or this
+ * rank), WEFT_ERR_REVOKED when the survivors left this rank out (it was
+ * too slow or unreachable), TIMEOUT / REMOTE / SYSTEM when no agreement or
+ * no new comm could be reached in the bound. */
+weft_result_t weft_comm_shrink(weft_comm_t comm, const int *exclude, int n_exclude,
+                               weft_comm_t *newcomm);
+
+/* Grows a communicator to `nranks` ranks: the ranks of `comm` keep their
+ * ranks, new processes take ranks comm's size .. nranks-1 (NCCL's model,
+ * ncclCommGrow). Rank 0 of `comm` makes an id (weft_get_unique_id), hands
+ * it to the new processes out of band and passes it here; the other ranks
+ * of `comm` pass id == NULL (they receive it over `comm`) and rank -1; a
+ * new process passes comm == NULL, the id and its rank. Collective over all
+ * ranks of `comm` and the new ones; `comm` stays valid. Errors as
+ * weft_comm_init_rank, and INVALID_ARGUMENT for a call that does not fit
+ * this model. */
+weft_result_t weft_comm_grow(weft_comm_t comm, int nranks, const weft_unique_id_t *id, int rank,
+                             weft_comm_t *newcomm);
+
 weft_result_t weft_comm_rank(weft_comm_t comm, int *rank);
 weft_result_t weft_comm_size(weft_comm_t comm, int *size);
 /* The first asynchronous error of the comm (a peer failed while nonblocking

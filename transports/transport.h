@@ -91,6 +91,9 @@ inline int hostCpus(const std::vector<PeerInfo>& peers, int rank) {
   return n > 0 ? n : usableCpus();
 }
 
+// Why a rank's communicator stopped early (Transport::stopped).
+enum class StopCause { Mismatch, Revoked };
+
 // Everything a transport needs from its communicator.
 struct TransportContext {
   int rank = 0;
@@ -211,12 +214,13 @@ class Transport {
   // The collective arena of one host (transports/shm/arena.h): set by shm
   // when every rank of the communicator is on this host.
   virtual shm::Arena* arena() { return nullptr; }
-  // This rank's communicator stopped at a mismatch it found (the engine
-  // failed with INVALID_USAGE: another rank called something else). Peers
-  // must not wait for it until their timeout: tell them, where the
-  // transport can (shm: the arena's marker, which names the cause; tcp:
-  // the streams are shut, so peers see the connection closed at once).
-  virtual void stoppedAtMismatch() {}
+  // This rank's communicator stopped: at a mismatch it found (the engine
+  // failed with INVALID_USAGE: another rank called something else), or
+  // because it was revoked (weft_comm_revoke). Peers must not wait for it
+  // until their timeout: tell them, where the transport can (shm: the
+  // rank block's marker, which names the cause; tcp: the streams are shut,
+  // so peers see the connection closed at once).
+  virtual void stopped(StopCause cause) { (void)cause; }
 };
 
 // Factories, one per transport folder.

@@ -33,12 +33,6 @@ void retire(weft_comm_t comm, std::shared_ptr<Comm> c, const char* how) {
   delete comm;
 }
 
-weft_comm_t wrap(std::shared_ptr<Comm> impl) {
-  weft_comm_t h = new weft_comm{kCommMagic, std::move(impl)};
-  registerComm(h);
-  return h;
-}
-
 // A usable config: NULL, or one whose size covers the fields read and whose
 // timeouts are 0 (the environment's) or positive.
 Status checkConfig(const weft_config_t* config) {
@@ -74,20 +68,6 @@ Status checkNranks(int nranks) {
   return Status();
 }
 
-Status initRank(weft_comm_t* comm, int nranks, const weft_unique_id_t& id, int rank,
-                const weft_config_t* config = nullptr) {
-  if (!comm) return invalidArgument("comm (the output pointer) is NULL");
-  WEFT_RETURN_IF_ERROR(checkConfig(config));
-  WEFT_RETURN_IF_ERROR(checkNranks(nranks));
-  if (rank < 0 || rank >= nranks)
-    return invalidArgument(strFormat("rank %d is outside [0, %d)", rank, nranks));
-  UniqueIdData d;
-  WEFT_RETURN_IF_ERROR(decodeUniqueId(id, &d));
-  std::shared_ptr<Comm> impl;
-  WEFT_RETURN_IF_ERROR(Comm::create(id, nranks, rank, &impl, config));
-  *comm = wrap(std::move(impl));
-  return Status();
-}
 
 // Reads an integer environment variable; false when absent.
 bool envInt(const char* name, long* out, Status* st) {
@@ -155,10 +135,35 @@ Status initEnv(weft_comm_t* comm) {
     WEFT_RETURN_IF_ERROR(startRootAt(cfg, addr, secret, &id));
   else
     WEFT_RETURN_IF_ERROR(idFromAddress(addr, secret, &id));
-  return initRank(comm, static_cast<int>(size), id, static_cast<int>(rank));
+  return initRank(comm, static_cast<int>(size), id, static_cast<int>(rank), nullptr);
 }
 
 }  // namespace
+
+namespace weft {
+
+weft_comm_t wrapComm(std::shared_ptr<Comm> impl) {
+  weft_comm_t h = new weft_comm{kCommMagic, std::move(impl)};
+  registerComm(h);
+  return h;
+}
+
+Status initRank(weft_comm_t* comm, int nranks, const weft_unique_id_t& id, int rank,
+                const weft_config_t* config) {
+  if (!comm) return invalidArgument("comm (the output pointer) is NULL");
+  WEFT_RETURN_IF_ERROR(checkConfig(config));
+  WEFT_RETURN_IF_ERROR(checkNranks(nranks));
+  if (rank < 0 || rank >= nranks)
+    return invalidArgument(strFormat("rank %d is outside [0, %d)", rank, nranks));
+  UniqueIdData d;
+  WEFT_RETURN_IF_ERROR(decodeUniqueId(id, &d));
+  std::shared_ptr<Comm> impl;
+  WEFT_RETURN_IF_ERROR(Comm::create(id, nranks, rank, &impl, config));
+  *comm = wrapComm(std::move(impl));
+  return Status();
+}
+
+}  // namespace weft
 
 extern "C" {
 
@@ -170,7 +175,7 @@ weft_result_t weft_get_unique_id(weft_unique_id_t* id) {
 }
 
 weft_result_t weft_comm_init_rank(weft_comm_t* comm, int nranks, weft_unique_id_t id, int rank) {
-  Status st = initRank(comm, nranks, id, rank);
+  Status st = initRank(comm, nranks, id, rank, nullptr);
   return st.isOk() ? WEFT_SUCCESS : setError(static_cast<Comm*>(nullptr), st);
 }
 
@@ -225,7 +230,7 @@ weft_result_t weft_comm_init_all(weft_comm_t* comms, int nranks) {
   std::vector<weft_comm_t> out(nranks, nullptr);
   std::vector<std::thread> threads;
   for (int r = 0; r < nranks; ++r)
-    threads.emplace_back([&, r] { results[r] = initRank(&out[r], nranks, id, r); });
+    threads.emplace_back([&, r] { results[r] = initRank(&out[r], nranks, id, r, nullptr); });
   for (auto& t : threads) t.join();
   for (int r = 0; r < nranks; ++r) {
     if (results[r].isError()) {
@@ -339,7 +344,7 @@ weft_result_t weft_comm_split(weft_comm_t comm, int color, int key, weft_comm_t*
   }
   int newRank = static_cast<int>(std::find(members.begin(), members.end(), me) - members.begin());
   weft_comm_t out = nullptr;
-  st = initRank(&out, static_cast<int>(members.size()), ids[members[0]], newRank);
+  st = initRank(&out, static_cast<int>(members.size()), ids[members[0]], newRank, nullptr);
   if (st.isError()) return setError(c.get(), st.withContext("weft_comm_split"));
   *newcomm = out;
   return WEFT_SUCCESS;

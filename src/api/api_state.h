@@ -36,6 +36,12 @@ inline bool overlaps(const void* a, size_t alen, const void* b, size_t blen) {
   return alen && blen && x < y + blen && y < x + alen;
 }
 
+// A handle for a new Comm, registered (api_comm.cc).
+weft_comm_t wrapComm(std::shared_ptr<Comm> impl);
+// weft_comm_init_rank_config's work: checks the arguments, joins, wraps.
+Status initRank(weft_comm_t* comm, int nranks, const weft_unique_id_t& id, int rank,
+                const weft_config_t* config);
+
 // Records `st` as the last error of the calling thread and of `comm` (if
 // any) and returns its code.
 weft_result_t setError(weft_comm_t comm, const Status& st);

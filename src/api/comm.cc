@@ -300,7 +300,7 @@ Status Comm::runNow(const CollArgs& args, weft_datatype_t dt, const void* send, 
   // One lock from the choice to the first progress round: a small
   // collective took it three times.
   std::unique_lock<Mutex> lk(mu);
-  if (closed_) return Status(WEFT_ERR_ABORTED, "communicator was aborted");
+  if (closed_) return closedStatus();
   switch (runPathOf(args)) {
     case RunPath::Arena: {
       Status ps;
@@ -311,6 +311,14 @@ Status Comm::runNow(const CollArgs& args, weft_datatype_t dt, const void* send, 
       telemetry::OpRecord* rec = t ? &openArenaRecord(args, dt, collSeq_, callNs) : nullptr;
       if (rec) op.setTelemetry(t, rec, shmTx_);
       Status st = op.run(cfg_.timeoutS, &aborting_);
+      if (st.code() == WEFT_ERR_ABORTED && revoked_) st = closedStatus();
+      // A peer that revoked meanwhile failed its side of this op: so does this rank.
+      if (st.isOk()) {
+        const int r = arena_->peerStoppedEarly();
+        if (r >= 0)
+          st = Status(WEFT_ERR_REMOTE, strFormat("rank %d: %s %s", rank_, arena_->describe(r).c_str(),
+                                                 arena_->whyGone(r).c_str()));
+      }
       if (rec) t->end(*rec, st.code(), nowNs());
       if (st.isError()) engine_->fail(st);
       return st;
@@ -318,7 +326,8 @@ Status Comm::runNow(const CollArgs& args, weft_datatype_t dt, const void* send, 
     case RunPath::Alone: {
       Op& op = engine_->aloneOp();
       WEFT_RETURN_IF_ERROR(fillOp(op, args, dt, send, recv, chooseAlgo(args), false, callNs));
-      return engine_->runAlone(op, aborting_);
+      Status st = engine_->runAlone(op, aborting_);
+      return st.code() == WEFT_ERR_ABORTED && revoked_ ? closedStatus() : st;
     }
     case RunPath::Queued:
       break;
@@ -485,8 +494,7 @@ Status Comm::waitFor(const std::shared_ptr<OpTracker>& tracker, std::unique_lock
   d.done = [&tracker] { return tracker->pending == 0; };
   d.cancel = &closed_;
   d.lock = &lk;
-  if (engine_->drive(d) == Engine::DriveEnd::kCancelled)
-    return Status(WEFT_ERR_ABORTED, "communicator was aborted");
+  if (engine_->drive(d) == Engine::DriveEnd::kCancelled) return closedStatus();
   return tracker->result();
 }
 
@@ -520,12 +528,12 @@ Status Comm::asyncError() {
   // running there: in progress.
   std::unique_lock<Mutex> lk(mu, std::try_to_lock);
   for (int i = 0; !lk.owns_lock(); ++i) {
-    if (closed_) return Status(WEFT_ERR_ABORTED, "communicator was aborted");
+    if (closed_) return closedStatus();
     if (i >= 200) return Status::inProgress();
     std::this_thread::sleep_for(std::chrono::microseconds(5));
     lk.try_lock();
   }
-  if (closed_) return Status(WEFT_ERR_ABORTED, "communicator was aborted");
+  if (closed_) return closedStatus();
   if (engine_) engine_->progress();
   if (!engine_) return Status();
   if (engine_->error().isError()) return engine_->error();

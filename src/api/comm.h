@@ -123,6 +123,22 @@ class Comm {
   Status finalize();
   // Fails everything with WEFT_ERR_ABORTED and closes sockets and memory now.
   void abort();
+
+  // Fault tolerance (comm_elastic.cc; docs/elastic.md).
+  // Fails pending and later calls with WEFT_ERR_REVOKED and tells the peers
+  // (Transport::stopped); keeps the bootstrap's socket for shrink.
+  void revoke();
+  bool revoked() const { return revoked_; }
+  // The ranks this rank knows have failed, ascending, with why.
+  std::vector<std::pair<int, std::string>> failedRanks();
+  // weft_comm_shrink: agrees with the survivors (bootstrap/agree.h) and
+  // joins their new comm. `excluded`: by rank, left out by the caller.
+  Status shrink(const std::vector<char>& excluded, std::shared_ptr<Comm>* out);
+  // The settings a comm made from this one takes (shrink, grow): this
+  // comm's timeout and the modes its ranks agreed on.
+  weft_config_t childConfig() const;
+  // What a call on a closed comm gets: REVOKED after revoke(), else ABORTED.
+  Status closedStatus() const;
   // The sticky error, "in progress" while ops run; progresses them once.
   // Never waits long for the lock (weft_comm_get_async_error polls it).
   Status asyncError();
@@ -310,6 +326,14 @@ class Comm {
   uint64_t collSeq_ = 0;
   std::atomic<bool> closed_{false};
   std::atomic<bool> aborting_{false};  // set by abort() before it takes `mu`
+  std::atomic<bool> revoked_{false};   // set by revoke() before it takes `mu`
+  // Fault tolerance: why each rank failed, as this rank learnt it ("" =
+  // not known to have failed), under mu; shrinks of this comm so far and
+  // the lock that keeps two from running at once.
+  std::vector<std::string> failed_;
+  void noteFailures();  // under mu: asks the transports and the engine
+  uint32_t shrinks_ = 0;
+  std::mutex shrinkMu_;
 
   std::thread progressThread_;
   std::condition_variable_any progressCv_;

@@ -160,6 +160,8 @@ const char* weft_get_error_string(weft_result_t r) {
       return "aborted";
     case WEFT_IN_PROGRESS:
       return "in progress";
+    case WEFT_ERR_REVOKED:
+      return "revoked";
   }
   return "unknown result code";
 }

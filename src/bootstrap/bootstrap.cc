@@ -385,8 +385,9 @@ Status Bootstrap::create(const weft_unique_id_t& id, int rank, int nranks, const
     WEFT_RETURN_IF_ERROR(
         acceptRingPeer(b->listenFd_, key, session, rank, nranks, T, ringDl, &b->prevFd_));
   }
-  // Nothing else connects to us; don't leave a port open.
-  net::closeFd(&b->listenFd_);
+  // The listening socket stays open: weft_comm_shrink's agreement reaches
+  // this rank there (agree.h; it accepts only frames under the comm key).
+  b->table_ = std::move(table);
   WEFT_INFO(kBootstrap, "%s: ring ready", me.c_str());
   *out = std::move(b);
   return Status::ok();

@@ -24,6 +24,7 @@
 #include "core/config.h"
 #include "core/hmac.h"
 #include "core/status.h"
+#include "net/socket.h"
 #include "weft.h"
 
 namespace weft {
@@ -52,6 +53,12 @@ Status createUniqueId(const Config& cfg, weft_unique_id_t* id);
 // process (weft_comm_init_env on rank 0), and fills the matching id.
 Status startRootAt(const Config& cfg, const std::string& addr, uint64_t secret,
                    weft_unique_id_t* id);
+// Starts a root listening on `addr` (port 0: any) with `secret`, and fills
+// the matching id (weft_comm_shrink's coordinator).
+Status startRootOn(const Config& cfg, const net::Address& addr, uint64_t secret,
+                   weft_unique_id_t* id);
+// The id of a root at `root` with `secret`.
+void idOf(const net::Address& root, uint64_t secret, weft_unique_id_t* id);
 // Builds the id that non-root ranks use under weft_comm_init_env.
 Status idFromAddress(const std::string& addr, uint64_t secret, weft_unique_id_t* id);
 // Checks magic and version; returns INVALID_ARGUMENT for anything else.
@@ -82,6 +89,12 @@ class Bootstrap {
   // Closes the ring sockets at once (abort).
   void shutdown();
 
+  // What weft_comm_shrink's agreement (agree.h) runs on: every rank's
+  // bootstrap address, and this rank's listening socket there, kept open
+  // for the comm's life (it accepts only frames under the comm key).
+  const std::vector<net::Address>& addresses() const { return table_; }
+  int listenFd() const { return listenFd_; }
+
  private:
   Bootstrap() = default;
   int rank_ = 0;
@@ -91,6 +104,7 @@ class Bootstrap {
   int nextFd_ = -1;  // connection to rank+1
   int prevFd_ = -1;  // connection from rank-1
   int listenFd_ = -1;
+  std::vector<net::Address> table_;  // every rank's bootstrap address
   uint64_t round_ = 0;  // allgather rounds, stamped on every frame
 };
 

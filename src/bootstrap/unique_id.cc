@@ -44,6 +44,18 @@ Status listenAndServe(const Config& cfg, const net::Address& addr, uint64_t secr
 
 }  // namespace
 
+Status startRootOn(const Config& cfg, const net::Address& addr, uint64_t secret,
+                   weft_unique_id_t* id) {
+  net::Address bound;
+  WEFT_RETURN_IF_ERROR(listenAndServe(cfg, addr, secret, &bound));
+  fillId(bound, secret, id);
+  return Status::ok();
+}
+
+void idOf(const net::Address& root, uint64_t secret, weft_unique_id_t* id) {
+  fillId(root, secret, id);
+}
+
 Status createUniqueId(const Config& cfg, weft_unique_id_t* id) {
   if (!id) return invalidArgument("weft_get_unique_id: id is NULL");
   uint64_t secret = 0;

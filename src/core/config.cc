@@ -91,6 +91,7 @@ Config Config::fromEnv() {
   Config c;
   c.timeoutS = envDouble("WEFT_TIMEOUT_S", c.timeoutS);
   c.bootstrapTimeoutS = envDouble("WEFT_BOOTSTRAP_TIMEOUT_S", c.bootstrapTimeoutS);
+  c.shrinkTimeoutS = envDouble("WEFT_SHRINK_TIMEOUT_S", c.shrinkTimeoutS);
   c.transports = envStr("WEFT_TRANSPORTS");
   c.socketIfname = envStr("WEFT_SOCKET_IFNAME");
   c.nsocksPerPeer = static_cast<int>(envLong("WEFT_NSOCKS_PER_PEER", c.nsocksPerPeer, 1, 16));
@@ -143,6 +144,7 @@ std::vector<std::pair<std::string, std::string>> Config::entries() const {
   auto n = [](long long v) { return std::to_string(v); };
   return {{"WEFT_TIMEOUT_S", num(timeoutS)},
           {"WEFT_BOOTSTRAP_TIMEOUT_S", num(bootstrapTimeoutS)},
+          {"WEFT_SHRINK_TIMEOUT_S", num(shrinkTimeoutS)},
           {"WEFT_TRANSPORTS", transports},
           {"WEFT_SOCKET_IFNAME", socketIfname},
           {"WEFT_NSOCKS_PER_PEER", n(nsocksPerPeer)},

@@ -15,6 +15,7 @@ constexpr size_t kDefaultFusionThreshold = 1 << 20;
 struct Config {
   double timeoutS = 300;           // WEFT_TIMEOUT_S: any collective / wait
   double bootstrapTimeoutS = 120;  // WEFT_BOOTSTRAP_TIMEOUT_S: rendezvous and connect
+  double shrinkTimeoutS = 30;      // WEFT_SHRINK_TIMEOUT_S: a shrink's wait for a silent rank
   std::string transports;          // WEFT_TRANSPORTS: "tcp", "shm,tcp", "^shm"
   std::string socketIfname;        // WEFT_SOCKET_IFNAME: interface prefix, "^lo" excludes
   int nsocksPerPeer = 2;           // WEFT_NSOCKS_PER_PEER: TCP streams per peer

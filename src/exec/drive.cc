@@ -69,6 +69,7 @@ Status Engine::runAlone(Op& op, const std::atomic<bool>& aborting) {
     return op.status;
   }
   lastProgressNs_ = op.enqueueNs;
+  selfGapNs_ = 0;
   alone_ = &op;
   fresh_ = true;  // its ready steps are posted before the first poll
   // An error finishes the op too (fail() finishes alone_).

@@ -68,7 +68,10 @@ void Engine::enqueue(std::unique_ptr<Op> op) {
   op->comps.resize(op->schedule().steps.size());
   const Status ps = place(*op);
   if (op->lw) op->local.assign(op->schedule().steps.size(), 0);
-  if (ops_.empty()) lastProgressNs_ = op->enqueueNs;
+  if (ops_.empty()) {
+    lastProgressNs_ = op->enqueueNs;
+    selfGapNs_ = 0;
+  }
   if (!error_.isOk()) {
     finishOp(*op, error_);
     recycle(op);
@@ -161,7 +164,7 @@ void Engine::fail(const Status& st) {
     // until their timeout (they may have returned from the mismatched call
     // already, e.g. a send of another size).
     if (st.code() == WEFT_ERR_INVALID_USAGE)
-      for (Transport* t : transports_) t->stoppedAtMismatch();
+      for (Transport* t : transports_) t->stopped(StopCause::Mismatch);
   }
   if (localPending_) {
     // Local work still running writes into the ops' buffers: it must end

@@ -38,6 +38,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/clock.h"
@@ -134,6 +136,13 @@ class Engine {
   const Status& error() const { return error_; }
   // Fails everything with `st` (abort, or an error found outside the engine).
   void fail(const Status& st);
+  // The peers the stall checks blamed for a failure (a dead transport, no
+  // progress for the timeout), with why: weft_comm_failed_ranks.
+  const std::vector<std::pair<int, std::string>>& blamed() const { return blamed_; }
+  // Owner of rank p's host endpoint (nullptr: none, or this rank).
+  Transport* ownerOf(int p) const {
+    return p >= 0 && static_cast<size_t>(p) < owners_.size() ? owners_[p] : nullptr;
+  }
   // Runs local steps on `lw` from the next op on (nullptr: on the host,
   // synchronously); `streamOps` for the stream-ordered ops (whose tracker
   // has a gate; their buffers are device-reachable), `lw` for the others.
@@ -248,6 +257,7 @@ class Engine {
   std::unique_ptr<Op> aloneOp_;  // runAlone's op, kept between calls
   Op* alone_ = nullptr;          // ... while it runs
   Status error_;
+  std::vector<std::pair<int, std::string>> blamed_;  // blamed()
 
   // The rounds (progress(), aloneRound()).
   // By peer: the pass (gen_) that found its next send / receive blocked.
@@ -267,6 +277,7 @@ class Engine {
   int idleCalls_ = 0;                   // rounds since the clock was last read
   std::atomic<uint64_t> lastNowNs_{0};  // the clock at the end of the last round
   uint64_t lastProgressNs_ = 0;
+  uint64_t selfGapNs_ = 0;  // the longest gap between progress, since the engine last idled
   uint64_t lastLivenessNs_ = 0;  // the transports were last asked about peers
 
   // The idle wait (idle_wait.cc).

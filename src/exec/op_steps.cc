@@ -274,7 +274,21 @@ bool Engine::advanceOp(Op& op, size_t* budget) {
     if (isSend) sendGen_[s.peer] = gen_;
     if (isRecv) recvGen_[s.peer] = gen_;
   }
-  if (op.doneCount == n) finishOp(op, Status());
+  if (op.doneCount == n) {
+    // A rank that itself went longer than the timeout without running (it
+    // was stopped, or starved of CPU) cannot report success: its peers,
+    // waiting for it meanwhile, have failed this op by now.
+    const uint64_t gap = std::max(selfGapNs_, nowNs() - lastProgressNs_);
+    if (gap > static_cast<uint64_t>(cfg_.timeoutS * 1e9)) {
+      fail(Status(WEFT_ERR_TIMEOUT,
+                  strFormat("rank %d: %s: this rank did not run for %.0f s (stopped, or starved "
+                            "of CPU), past WEFT_TIMEOUT_S=%g s: its peers have given up on it",
+                            rank_, op.describe().c_str(), static_cast<double>(gap) * 1e-9,
+                            cfg_.timeoutS)));
+      return true;
+    }
+    finishOp(op, Status());
+  }
   return moved;
 }
 

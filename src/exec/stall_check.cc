@@ -26,6 +26,9 @@ void Engine::endRound(bool moved, bool active) {
     const uint64_t now = roundClockNs_ ? roundClockNs_ : nowNs();
     lastNowNs_.store(now, std::memory_order_relaxed);
     if (moved) {
+      // The longest this rank went without running while ops were in
+      // flight (a completion checks it: advanceOp).
+      selfGapNs_ = std::max(selfGapNs_, now - lastProgressNs_);
       lastProgressNs_ = now;
     } else if (!ops_.empty() || alone_) {
       checkStalled(now);
@@ -61,6 +64,7 @@ void Engine::checkStalled(uint64_t now) {
     for (int p : waiting) {
       Status st = owners_[p] ? owners_[p]->checkPeer(p) : Status();
       if (st.isError()) {
+        blamed_.emplace_back(p, st.message());
         fail(st.withContext(strFormat("rank %d: %s", rank_, oldest->describe().c_str())));
         return;
       }
@@ -69,6 +73,7 @@ void Engine::checkStalled(uint64_t now) {
   if (idleS < cfg_.timeoutS) return;
   std::string who;
   for (int p : waiting) {
+    blamed_.emplace_back(p, strFormat("made no progress for %.0f s (WEFT_TIMEOUT_S)", idleS));
     if (!who.empty()) who += ", ";
     who += strFormat("rank %d (%s, pid %d)", p, peers_[p].hostname.c_str(), peers_[p].pid);
   }

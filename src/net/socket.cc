@@ -199,6 +199,20 @@ Status connectTo(const Address& addr, const Deadline& dl, int* fd) {
   return Status(WEFT_ERR_TIMEOUT, msg);
 }
 
+int tryConnect(const Address& addr, const Deadline& dl, int* fd) {
+  int s = -1;
+  int err = connectOnce(addr, dl, &s);
+  if (err != 0) return err;
+  Status st = setNonBlocking(s, false);
+  if (!st.isOk()) {
+    close(s);
+    return EIO;
+  }
+  setNoDelay(s);
+  *fd = s;
+  return 0;
+}
+
 Status acceptOne(int listenFd, const Deadline& dl, int* fd, Address* peer) {
   for (;;) {
     Address a;

@@ -45,6 +45,10 @@ Status listenOn(const Address& addr, int backlog, int* fd, Address* bound);
 // Connects (retrying refused connections until the deadline: the peer may
 // not listen yet). Returns a blocking fd with TCP_NODELAY set.
 Status connectTo(const Address& addr, const Deadline& dl, int* fd);
+// One connect attempt, without retries: 0 and a blocking fd with
+// TCP_NODELAY, or the errno (ETIMEDOUT when the deadline came first).
+// Liveness probes use it: a refused connection means nothing listens there.
+int tryConnect(const Address& addr, const Deadline& dl, int* fd);
 // Accepts one connection from a non-blocking listening fd, waiting until the
 // deadline. Returns a blocking fd with TCP_NODELAY set.
 Status acceptOne(int listenFd, const Deadline& dl, int* fd, Address* peer);

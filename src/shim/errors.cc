@@ -39,6 +39,9 @@ ncclResult_t toNccl(weft_result_t r) {
       return ncclInvalidUsage;
     case WEFT_IN_PROGRESS:
       return ncclInProgress;
+    // A peer revoked the comm (or this rank did): a remote failure to recover from.
+    case WEFT_ERR_REVOKED:
+      return ncclRemoteError;
   }
   return ncclInternalError;
 }

@@ -223,6 +223,8 @@ std::string Arena::whyGone(int r) const {
   // since, and the mismatch is the cause.
   if (stoppedAtMismatch(r))
     return "stopped: it found mismatched collectives (its error names the calls)";
+  if (hdr_[r]->closed.load(std::memory_order_acquire) == kClosedRevoked)
+    return "revoked the communicator (weft_comm_revoke)";
   if (exited(r)) return "exited";
   return "ended its communicator (abort or destroy)";
 }

@@ -112,8 +112,9 @@ class Arena {
   }
   // This rank stopped at an error it found in the arena (mismatched
   // collectives): ranks waiting for it fail at once, saying so.
-  void markFailed() {
-    hdr_[rank_]->closed.store(2, std::memory_order_release);
+  // Revoked (weft_comm_revoke): the same, with kClosedRevoked.
+  void markFailed(uint32_t mark = kClosedMismatch) {
+    hdr_[rank_]->closed.store(mark, std::memory_order_release);
     for (int r = 0; r < nranks_; ++r)
       if (r != rank_) wakeIfSleeping(r);
   }
@@ -224,7 +225,19 @@ class Arena {
   // on), or stopped at a mismatch it found (markFailed).
   bool left(int r) const { return hdr_[r]->closed.load(std::memory_order_acquire) != 0; }
   bool stoppedAtMismatch(int r) const {
-    return hdr_[r]->closed.load(std::memory_order_acquire) == 2;
+    return hdr_[r]->closed.load(std::memory_order_acquire) == kClosedMismatch;
+  }
+  // A peer that revoked the communicator or stopped at a mismatch, -1 when
+  // none: a blocking op that ends with one fails (the peer's calls do).
+  int peerStoppedEarly() const {
+    for (int r = 0; r < nranks_; ++r)
+      if (r != rank_ && stoppedEarly(r)) return r;
+    return -1;
+  }
+  // Stopped at a mismatch, or revoked: a marker that names the cause.
+  bool stoppedEarly(int r) const {
+    const uint32_t c = hdr_[r]->closed.load(std::memory_order_acquire);
+    return c == kClosedMismatch || c == kClosedRevoked;
   }
   // Why rank r is gone, for messages: "exited", "ended its communicator ...".
   std::string whyGone(int r) const;

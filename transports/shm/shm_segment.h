@@ -32,6 +32,8 @@ namespace shm {
 constexpr uint32_t kSegMagic = 0x5753484d;  // "WSHM"
 constexpr uint32_t kSegVersion = 4;
 constexpr size_t kCacheLine = 64;
+// FifoHeader::closed of a rank block: why its creator's communicator ended.
+constexpr uint32_t kClosedEnded = 1, kClosedMismatch = 2, kClosedRevoked = 3;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shm FIFO needs lock-free atomics");
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "shm FIFO needs lock-free atomics");
@@ -47,10 +49,11 @@ struct alignas(kCacheLine) FifoHeader {
   uint64_t slotStride;             // bytes from one slot to the next (header + payload, padded)
   std::atomic<uint32_t> attached;  // set by the sender once it mapped the segment
   std::atomic<uint32_t> broken;    // set by the receiver on a protocol error
-  // Rank blocks: set when the creator's communicator ends (1: abort,
-  // destroy) or stops at an error it found in the arena (2: mismatched
-  // collectives), so that peers waiting for it fail at once instead of at
-  // WEFT_TIMEOUT_S (its process may live on: a watchdog's abort).
+  // Rank blocks: set when the creator's communicator ends (kClosedEnded:
+  // abort, destroy), stops at an error it found in the arena
+  // (kClosedMismatch: mismatched collectives) or is revoked
+  // (kClosedRevoked), so that peers waiting for it fail at once instead of
+  // at WEFT_TIMEOUT_S (its process may live on: a watchdog's abort).
   std::atomic<uint32_t> closed;
   // Where `probeValue` lies in the creator's address space: a peer that
   // reads it there with process_vm_readv and finds the value knows that it

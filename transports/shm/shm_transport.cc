@@ -104,8 +104,12 @@ class ShmTransport : public Transport {
   }
 
   Arena* arena() override { return arena_.get(); }
-  void stoppedAtMismatch() override {
-    if (arena_) arena_->markFailed();
+  void stopped(StopCause cause) override {
+    const uint32_t mark = cause == StopCause::Mismatch ? kClosedMismatch : kClosedRevoked;
+    if (arena_)
+      arena_->markFailed(mark);
+    else if (myBlock_ && myBlock_->header())
+      myBlock_->header()->closed.store(mark, std::memory_order_release);
   }
 
   Arm armSleep(uint64_t* token) override {
@@ -144,7 +148,7 @@ class ShmTransport : public Transport {
     if (!ch.failed().isOk()) return ch.failed();
     // A peer that stopped at a mismatch it found in the arena says so, even
     // once its process has exited.
-    if (arena_ && arena_->stoppedAtMismatch(peer))
+    if (arena_ && arena_->stoppedEarly(peer))
       return ch.fail(Status(WEFT_ERR_REMOTE, describe(peer) + " " + arena_->whyGone(peer)));
     if (watches_[peer] && watches_[peer]->exited())
       return ch.fail(Status(WEFT_ERR_REMOTE, describe(peer) + " exited"));
@@ -161,9 +165,10 @@ class ShmTransport : public Transport {
     // Peers waiting for this rank learn it left (checkPeer, Arena::wait),
     // whether or not its process lives on; their sleepers are woken to look.
     if (myBlock_ && myBlock_->header()) {
-      // (Keeping a mismatch marker: peers should learn the cause.)
+      // (Keeping a mismatch or revoke marker: peers should learn the cause.)
       uint32_t open = 0;
-      myBlock_->header()->closed.compare_exchange_strong(open, 1, std::memory_order_acq_rel);
+      myBlock_->header()->closed.compare_exchange_strong(open, kClosedEnded,
+                                                         std::memory_order_acq_rel);
       if (arena_)
         for (int r = 0; r < ctx_.nranks; ++r)
           if (r != ctx_.rank) arena_->wakeIfSleeping(r);

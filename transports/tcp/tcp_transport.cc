@@ -52,7 +52,7 @@ class TcpTransport : public Transport {
       return Status::ok();
     return peers_[peer]->check();
   }
-  void stoppedAtMismatch() override {
+  void stopped(StopCause) override {
     for (auto& p : peers_)
       if (p) p->hangUp();
   }

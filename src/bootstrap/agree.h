@@ -1,0 +1,69 @@
+// weft_comm_shrink's agreement: the survivors of a communicator agree on
+// who is still there, without any outside rendezvous, and get the id of
+// their new communicator.
+//
+// Every rank keeps its bootstrap listening socket open for the comm's life
+// (Bootstrap::listenFd), so the ranks can reach each other there even when
+// every transport is broken. The protocol, per shrink (frames: agree_wire.h):
+//
+//  * A rank's coordinator is the lowest rank it does not count as gone.
+//    Gone: excluded by the caller, or found gone during the agreement: its
+//    listening socket refuses connections (its process ended), or it did
+//    not answer within WEFT_SHRINK_TIMEOUT_S (hung, or unreachable).
+//  * A member connects to its coordinator and proposes; the coordinator
+//    answers Wait at once, which tells the member it is alive and collecting.
+//    A refused connection, a closed one, or no answer within the timeout
+//    makes the member count the coordinator as gone and try the next.
+//  * The coordinator (the member whose coordinator is itself) collects
+//    proposals until it has heard every rank it does not count as gone. It
+//    probes the silent ones every half second: refused means gone at once;
+//    a rank that accepts (alive) but stays silent for the timeout is given
+//    up on. Then it decides: the members are the ranks it heard, plus itself;
+//    it starts the new comm's root on its own bootstrap address, sends every
+//    member the decision (members, root, a nonce the new comm's secret is
+//    derived from under the comm key), and tells the ranks it gave up on,
+//    and any that propose too late, that they were excluded.
+//
+// A rank that dies during the agreement is found by the closed connection
+// or the probe, and left out. A member whose coordinator dies after its
+// decision fails to join the new comm (its root is gone), on every member.
+// The limit: a rank silent for the timeout is assumed to stay silent; one
+// that wakes up in the middle of deciding may decide alone (it is told it
+// was excluded, and sees it if it reads that before it decides).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "core/hmac.h"
+#include "core/status.h"
+#include "net/socket.h"
+#include "weft.h"
+
+namespace weft {
+namespace agree {
+
+struct Params {
+  int rank = 0, nranks = 1;
+  Key key{};            // the parent's comm key (frames are MACed under it)
+  uint64_t commId = 0;  // the parent's public id
+  uint32_t attempt = 0; // this rank's count of shrinks of the parent before this one
+  int listenFd = -1;    // this rank's bootstrap listening socket
+  std::vector<net::Address> addrs;  // every rank's bootstrap address
+  std::vector<char> gone;           // by rank: excluded by the caller
+  double timeoutS = 30;             // WEFT_SHRINK_TIMEOUT_S
+  Config cfg;                       // the new root's (bootstrap timeout)
+};
+
+struct Outcome {
+  std::vector<int> members;  // parent ranks, ascending; this rank among them
+  weft_unique_id_t id;       // the new communicator's
+  std::string log;           // what happened, for the INFO log
+};
+
+// Runs the agreement. WEFT_ERR_REVOKED when the others left this rank out.
+Status run(const Params& p, Outcome* out);
+
+}  // namespace agree
+}  // namespace weft
