@@ -10,7 +10,7 @@ namespace weft_torch {
 namespace {
 
 // Errors that leave the comm unusable (a peer died or hung, an abort):
-// the comm is aborted and every later op fails with the first error.
+// the comm is revoked and every later op fails with the first error.
 bool fatal(weft_result_t r) {
   return r != WEFT_ERR_INVALID_ARGUMENT && r != WEFT_ERR_INVALID_USAGE;
 }
@@ -207,8 +207,10 @@ void Runner::finishBatch(Batch& b, weft_result_t r) {
           first = true;
         }
       }
-      // The peers learn of it through weft (their ops on this comm fail).
-      if (first && !aborted_.exchange(true)) weft_comm_abort(comm_);
+      // The peers learn of it through weft (their ops on this comm fail
+      // promptly); revoked, not aborted, the comm can still be shrunk to
+      // the survivors (weft.torch.elastic) and is destroyed at shutdown.
+      if (first && !aborted_) weft_comm_revoke(comm_);
     }
     failBatch(b, e);
     return;

@@ -159,7 +159,10 @@ void Engine::finishOp(Op& op, const Status& st) {
 void Engine::fail(const Status& st) {
   if (error_.isOk()) {
     error_ = st;
-    WEFT_WARN(kColl, "%s", st.message().c_str());
+    if (st.code() == WEFT_ERR_REVOKED)  // this rank's own choice: nothing to warn of
+      WEFT_INFO(kColl, "%s", st.message().c_str());
+    else
+      WEFT_WARN(kColl, "%s", st.message().c_str());
     // A mismatch this rank found: its peers would otherwise wait for it
     // until their timeout (they may have returned from the mismatched call
     // already, e.g. a send of another size).

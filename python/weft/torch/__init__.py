@@ -26,4 +26,6 @@ from .mpi_ops import (Adasum, Average, HorovodInternalError, Max, Min, ProcessSe
 from .optimizer import DistributedOptimizer
 from .sync_batch_norm import SyncBatchNorm
 
+from . import elastic  # noqa: E402  (hvd.elastic: run, TorchState, ObjectState)
+
 register()

@@ -89,6 +89,13 @@ def init(comm=None, process_sets=None):
         raise NotImplementedError("weft.torch.init: process sets are not supported (only the global one)")
     if _state is not None:
         return
+    if os.environ.get("WEFT_ELASTIC_JOIN") == "1":
+        # A worker weftrun added to an elastic job: let in at the next commit (elastic.py).
+        from . import elastic
+
+        os.environ["WEFT_ELASTIC_JOIN"] = "joined"
+        elastic._joiner_init()
+        return
     _backend.register()
     launch = _env.detect()
     created = not dist.is_initialized()
@@ -96,7 +103,8 @@ def init(comm=None, process_sets=None):
         _init_group(launch)
     group = dist.distributed_c10d._get_default_group()
     rank, size = dist.get_rank(), dist.get_world_size()
-    control = dist.new_group(backend=dist.get_backend(group))
+    timeout = _timeout()  # the control group's calls time out as the data group's
+    control = dist.new_group(backend=dist.get_backend(group), **({"timeout": timeout} if timeout else {}))
     if (launch.topology_known() and launch.rank == rank and launch.size == size):
         topo = (launch.local_rank, launch.local_size, launch.cross_rank, launch.cross_size)
     elif size == 1:
