@@ -5,7 +5,7 @@ import socket
 import sys
 
 from weft.launch import hosts as hostlib
-from weft.launch.procs import Rank, run_job, ssh_argv
+from weft.launch.procs import Rank, describe_exit, run_job, ssh_argv
 from weft.launch.rank_env import forwarded, job_facts, rank_env
 
 _LOG_LEVELS = {"TRACE": "TRACE", "DEBUG": "INFO", "INFO": "INFO", "WARNING": "WARN",
@@ -178,18 +178,8 @@ def main(argv=None):
     rc, failed = run_job(ranks)
     if failed is not None:
         print(f"weftrun: rank {failed.slot.rank} (on {failed.slot.host}) exited with "
-              f"{_describe(failed.returncode)}; the other ranks were stopped", file=sys.stderr)
+              f"{describe_exit(failed.returncode)}; the other ranks were stopped", file=sys.stderr)
     if a.timeline_filename:
         _merge_timeline(a.timeline_filename, np_)
     return rc
 
-
-def _describe(rc):
-    if rc < 0:
-        import signal
-
-        try:
-            return f"signal {signal.Signals(-rc).name}"
-        except ValueError:
-            return f"signal {-rc}"
-    return f"code {rc}"
