@@ -119,10 +119,14 @@ def fields(stdout, tag):
 def test_a_failed_worker_is_tolerated_above_min_np(tmp_path, marker):
     w = job(tmp_path, """
         env_line("env")
+        flag = os.path.join(OUT, "failing")
         if W == 1:
-            time.sleep(0.5)
+            open(flag, "w").close()
             sys.exit(1)
-        time.sleep(3)  # still running when worker 1 fails
+        deadline = time.monotonic() + 60  # still running when worker 1 fails
+        while not os.path.exists(flag) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1)
         print("finished", W, flush=True)
     """)
     r = weftrun(["-np", "3", "--min-np", "2", sys.executable, w, marker])
@@ -221,6 +225,7 @@ def test_discovered_slots_start_a_joiner_that_reaches_the_store(tmp_path, marker
     disc = _discovery(tmp_path, "localhost:2\n")
     w = job(tmp_path, """
         env_line("env")
+        open(os.path.join(OUT, f"up.{W}"), "w").close()
         s = store()
         if os.environ["WEFT_ELASTIC_JOIN"] == "1":
             s.set("joined", str(W))
@@ -240,8 +245,8 @@ def test_discovered_slots_start_a_joiner_that_reaches_the_store(tmp_path, marker
                          env=_env(RANK="99", WEFT_RANK="99", WORLD_SIZE="99"))
     try:
         _wait_for([tmp_path / "ready.0", tmp_path / "ready.1"], p)
-        time.sleep(0.5)  # discovery keeps saying 2 slots: nobody joins
-        assert not (tmp_path / "ready.2").exists()
+        time.sleep(1)  # discovery keeps saying 2 slots: nobody joins
+        assert not (tmp_path / "up.2").exists() and p.poll() is None
         (tmp_path / "slots").write_text("localhost:3\n")
         out, err = p.communicate(timeout=90)
     finally:
