@@ -307,6 +307,8 @@ def test_elastic_flags_are_checked_before_anything_starts(tmp_path):
     for args, msg in ((["-np", "2", "--min-np", "3"], "--min-np 3 must be between 1 and -np 2"),
                       (["-np", "3", "--max-np", "2"], "--max-np 2 is less than -np 3"),
                       (["-np", "2", "-H", "localhost:2", "--host-discovery-script", "true"],
-                       "no -H / --hostfile with it")):
+                       "no -H / --hostfile with it"),
+                      (["-np", "2", "--min-np", "1", "--elastic-timeout", "0"],
+                       "must be positive")):
         r = weftrun([*args, sys.executable, "-c", "print('ran')"], timeout=60)
         assert r.returncode == 2 and msg in r.stderr and "ran" not in r.stdout, r.stderr

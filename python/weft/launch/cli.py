@@ -200,12 +200,12 @@ def main(argv=None):
         parser().error("no command to run (weftrun -np N COMMAND ...)")
     elastic = a.min_np is not None or a.max_np is not None or bool(a.host_discovery_script)
     disc = None
+    if elastic and not (a.discovery_interval > 0 and a.elastic_timeout > 0):
+        _log("--discovery-interval and --elastic-timeout must be positive")
+        return 2
     if a.host_discovery_script:
         if a.hosts or a.hostfile:
             _log("--host-discovery-script finds the hosts: no -H / --hostfile with it")
-            return 2
-        if not a.discovery_interval > 0 or not a.elastic_timeout > 0:
-            _log("--discovery-interval and --elastic-timeout must be positive")
             return 2
         disc = hostlib.Discovery(a.host_discovery_script, a.discovery_interval, _log)
     try:
@@ -256,7 +256,7 @@ def main(argv=None):
     settings = _weft_settings(a)
     cwd = os.getcwd()
     ssh_opts = [x for o in a.ssh_option for x in ("-o", o)]
-    store = store_addr = None
+    store = store_addr = None  # the store serves the job as long as main() holds it
     # Without a discovery script nothing joins: -np is the most there can be.
     max_np = a.max_np if a.max_np is not None else (0 if disc is not None else np_)
     if elastic:
