@@ -143,3 +143,51 @@ def test_a_failure_stops_the_remote_ranks_too(two_hosts, tmp_path):
             break
         time.sleep(0.1)
     assert not left.strip(), f"ranks left running: {left}"
+
+
+def test_elastic_joiner_on_a_discovered_remote_host_reaches_the_store(two_hosts, tmp_path):
+    # One worker on the first host; the discovery script then offers a slot
+    # on the second: weftrun starts a joiner there over ssh, which reaches
+    # the store weftrun serves on the first host's address.
+    a_addr, b_addr = two_hosts["addr"]
+    slots = tmp_path / "slots"
+    slots.write_text(f"{a_addr}:1\n")
+    disc = tmp_path / "discover.sh"
+    disc.write_text(f"#!/bin/sh\ncat {slots}\n")
+    disc.chmod(0o755)
+    job = tmp_path / "job.py"
+    job.write_text(textwrap.dedent("""\
+        import os
+        from datetime import timedelta
+        from torch.distributed import TCPStore
+        host, port = os.environ["WEFT_ELASTIC_STORE"].rsplit(":", 1)
+        s = TCPStore(host, int(port), is_master=False, timeout=timedelta(seconds=60))
+        if os.environ["WEFT_ELASTIC_JOIN"] == "1":
+            s.set("joined", str(os.stat("/proc/self/ns/net").st_ino))
+        else:
+            open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ready"), "w").close()
+            s.wait(["joined"], timedelta(seconds=90))
+            print("joiner in netns", s.get("joined").decode(), "store", host, flush=True)
+        """))
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    p = subprocess.Popen(
+        ["ip", "netns", "exec", two_hosts["ns"][0], sys.executable, "-m", "weft.launch",
+         "-p", "2222", "-i", two_hosts["key"], "--ssh-option", "UserKnownHostsFile=/dev/null",
+         "-np", "1", "--max-np", "2", "--host-discovery-script", str(disc),
+         "--discovery-interval", "0.3", sys.executable, str(job)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "ready").exists():
+            assert p.poll() is None and time.monotonic() < deadline, "".join(p.communicate())
+            time.sleep(0.05)
+        slots.write_text(f"{a_addr}:1\n{b_addr}:1\n")
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.terminate()
+            p.communicate(timeout=30)
+    assert p.returncode == 0, out + err
+    assert f"joins on {b_addr}" in err, err
+    b_ino = netns_inode(two_hosts["ns"][1])
+    assert f"joiner in netns {b_ino} store {a_addr}" in out, out + err

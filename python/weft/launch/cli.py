@@ -5,8 +5,8 @@ import socket
 import sys
 
 from weft.launch import hosts as hostlib
-from weft.launch.procs import Rank, run_job, ssh_argv
-from weft.launch.rank_env import forwarded, job_facts, rank_env
+from weft.launch.procs import Rank, describe_exit, run_elastic, run_job, ssh_argv
+from weft.launch.rank_env import RANK_VARS, elastic_env, forwarded, job_facts, rank_env
 
 _LOG_LEVELS = {"TRACE": "TRACE", "DEBUG": "INFO", "INFO": "INFO", "WARNING": "WARN",
                "ERROR": "WARN", "FATAL": "WARN"}
@@ -46,6 +46,23 @@ def parser():
                     help="pass this variable to remote ranks too (repeatable)")
     ap.add_argument("--disable-prefix", action="store_true",
                     help="do not prefix output lines with [rank]<stream>:")
+    el = ap.add_argument_group(
+        "elastic mode (on when any of --min-np, --max-np, --host-discovery-script is given)")
+    el.add_argument("--min-np", type=int,
+                    help="fewest workers the job goes on with: below it weftrun stops the job "
+                         "(default: -np)")
+    el.add_argument("--max-np", type=int,
+                    help="most workers at once (default: no bound but the discovered slots)")
+    el.add_argument("--host-discovery-script", metavar="S",
+                    help="command (run by /bin/sh) printing 'host:slots' lines: the job's hosts, "
+                         "at start and every --discovery-interval seconds; free slots get new "
+                         "workers (no -H / --hostfile with it)")
+    el.add_argument("--discovery-interval", type=float, default=1.0, metavar="S",
+                    help="seconds between two runs of the discovery script (default 1)")
+    el.add_argument("--elastic-timeout", type=float, default=600.0, metavar="S",
+                    help="WEFT_ELASTIC_TIMEOUT_S for the workers' library; also how long weftrun "
+                         "waits at start for the discovery script to offer -np slots "
+                         "(default 600)")
     ap.add_argument("--check-build", action="store_true",
                     help="print what this weft has (transports, CUDA, torch) and exit")
     ap.add_argument("--verbose", action="store_true", help="print where each rank runs")
@@ -107,6 +124,69 @@ def _merge_timeline(path, nranks):
         print(f"weftrun: timeline of {found} of {nranks} ranks -> {path}", file=sys.stderr)
 
 
+def _log(msg):
+    print(f"weftrun: {msg}", file=sys.stderr, flush=True)
+
+
+def _first_discovery(disc, a):
+    """The hosts of the discovery script's first answer that offers -np (and
+    --min-np) slots, waiting up to --elastic-timeout for one."""
+    import time
+
+    want = max(a.np or 1, a.min_np or 1)
+    deadline = time.monotonic() + a.elastic_timeout
+    while True:
+        found = disc.run_once()
+        if found is not None and sum(n for _, n in found) >= want:
+            return [(h, n) for h, n in found if n > 0]
+        if time.monotonic() >= deadline:
+            got = "no answer" if found is None else f"{sum(n for _, n in found)} slots"
+            raise hostlib.HostError(f"the host discovery script gave {got} in --elastic-timeout "
+                                    f"{a.elastic_timeout:g} s, not the {want} needed to start")
+        time.sleep(max(0.0, min(a.discovery_interval, deadline - time.monotonic())))
+
+
+def _store_host(hosts, local, all_local, discovery):
+    """The address the workers reach weftrun's store at (it listens there)."""
+    if all_local and not discovery:
+        return "127.0.0.1"
+    first = hosts[0][0]
+    if local[first] and first not in ("localhost", "127.0.0.1") and not first.startswith("127."):
+        return first  # as the rendezvous: the first host as written
+    remote = [h for h, _ in hosts if not local[h]]
+    if remote:  # the address of this machine on the way to the remote hosts
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.connect((remote[0], 9))
+                return s.getsockname()[0]
+        except OSError:
+            return socket.getfqdn()
+    # Discovery, and every host so far is this machine by a loopback name: an
+    # address of its own that hosts discovered later can reach.
+    own = sorted(x for x in hostlib._local_addresses() if not x.startswith("127."))
+    return own[0] if own else "127.0.0.1"
+
+
+def _elastic_store(host):
+    """torch's TCPStore, served by weftrun, listening on `host` only."""
+    from torch.distributed import TCPStore
+
+    family, kind, proto, _, addr = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)[0]
+    ls = socket.socket(family, kind, proto)
+    try:
+        ls.bind(addr[:2] if family == socket.AF_INET else addr)
+        ls.listen(1024)
+        port = ls.getsockname()[1]
+        store = TCPStore(host, port, is_master=True, wait_for_workers=False,
+                         master_listen_fd=ls.fileno())
+        ls.detach()  # the store owns the socket now
+    except (TypeError, ValueError):  # a torch without master_listen_fd: every address
+        ls.close()
+        store = TCPStore(host, 0, is_master=True, wait_for_workers=False)
+        port = store.port
+    return store, f"{host}:{port}"
+
+
 def main(argv=None):
     a = parser().parse_args(argv)
     if a.check_build:
@@ -118,18 +198,42 @@ def main(argv=None):
     command = a.command[1:] if a.command[:1] == ["--"] else a.command
     if not command:
         parser().error("no command to run (weftrun -np N COMMAND ...)")
+    elastic = a.min_np is not None or a.max_np is not None or bool(a.host_discovery_script)
+    disc = None
+    if elastic and not (a.discovery_interval > 0 and a.elastic_timeout > 0):
+        _log("--discovery-interval and --elastic-timeout must be positive")
+        return 2
+    if a.host_discovery_script:
+        if a.hosts or a.hostfile:
+            _log("--host-discovery-script finds the hosts: no -H / --hostfile with it")
+            return 2
+        disc = hostlib.Discovery(a.host_discovery_script, a.discovery_interval, _log)
     try:
-        if a.hostfile:
+        if disc is not None:
+            hosts = _first_discovery(disc, a)
+        elif a.hostfile:
             hosts = hostlib.parse_hostfile(a.hostfile)
         elif a.hosts:
             hosts = hostlib.parse_hosts(a.hosts)
         else:
-            hosts = [("localhost", a.np or 1)]
-        np_ = a.np if a.np is not None else sum(s for _, s in hosts)
+            hosts = [("localhost", a.np or a.min_np or 1)]
+        np_ = a.np
+        if np_ is None:
+            np_ = sum(s for _, s in hosts)
+            if a.max_np:
+                np_ = min(np_, a.max_np)
         slots = hostlib.assign(np_, hosts)
     except (hostlib.HostError, OSError) as e:
         print(f"weftrun: {e}", file=sys.stderr)
         return 2
+    min_np = a.min_np if a.min_np is not None else np_
+    if elastic:
+        if not 1 <= min_np <= np_:
+            _log(f"--min-np {min_np} must be between 1 and -np {np_}")
+            return 2
+        if a.max_np is not None and a.max_np < np_:
+            _log(f"--max-np {a.max_np} is less than -np {np_}")
+            return 2
     local = {h: hostlib.is_local(h) for h, _ in hosts}
     first = slots[0].host
     all_local = all(local[s.host] for s in slots)
@@ -151,23 +255,53 @@ def main(argv=None):
     job = job_facts(master, mport, rport)
     settings = _weft_settings(a)
     cwd = os.getcwd()
+    ssh_opts = [x for o in a.ssh_option for x in ("-o", o)]
+    store = store_addr = None  # the store serves the job as long as main() holds it
+    # Without a discovery script nothing joins: -np is the most there can be.
+    max_np = a.max_np if a.max_np is not None else (0 if disc is not None else np_)
+    if elastic:
+        try:
+            store, store_addr = _elastic_store(_store_host(hosts, local, all_local, disc))
+        except ImportError as e:
+            _log(f"elastic mode needs torch (weftrun serves the job's torch.distributed.TCPStore): "
+                 f"{e}")
+            return 2
+        except (OSError, RuntimeError) as e:
+            _log(f"could not start the elastic store: {e}")
+            return 1
+        if a.verbose:
+            _log(f"elastic store at {store_addr}")
+
+    def start(slot, env_r, name=None, join=False):
+        if slot.host not in local:
+            local[slot.host] = hostlib.is_local(slot.host)
+        if local[slot.host]:
+            env = dict(os.environ)
+            if join:
+                for k in RANK_VARS:
+                    env.pop(k, None)
+            env.update({k: str(v) for k, v in env_r.items()})
+            return Rank(slot, command, env, True, a.output_filename, not a.disable_prefix, name)
+        env = forwarded(names=a.env)
+        if join:
+            for k in RANK_VARS:
+                env.pop(k, None)
+        env.update({k: str(v) for k, v in env_r.items()})
+        argv = ssh_argv(slot.host, command, env, cwd, a.ssh_port, a.ssh_identity_file, ssh_opts)
+        return Rank(slot, argv, None, False, a.output_filename, not a.disable_prefix, name)
+
     ranks = []
     try:
         for s in slots:
-            env_r = rank_env(s, np_, job, settings)
+            extra = settings
+            if elastic:
+                extra = dict(settings, **elastic_env(store_addr, min_np, max_np,
+                                                     a.elastic_timeout, s.rank, False))
+            env_r = rank_env(s, np_, job, extra)
             if a.verbose:
                 print(f"weftrun: rank {s.rank} on {s.host} (local rank {s.local_rank})",
                       file=sys.stderr)
-            if local[s.host]:
-                env = dict(os.environ)
-                env.update(env_r)
-                ranks.append(Rank(s, command, env, True, a.output_filename, not a.disable_prefix))
-            else:
-                env = forwarded(names=a.env)
-                env.update(env_r)
-                argv = ssh_argv(s.host, command, env, cwd, a.ssh_port, a.ssh_identity_file,
-                                [x for o in a.ssh_option for x in ("-o", o)])
-                ranks.append(Rank(s, argv, None, False, a.output_filename, not a.disable_prefix))
+            ranks.append(start(s, env_r))
     except OSError as e:
         print(f"weftrun: could not start rank {len(ranks)}: {e}", file=sys.stderr)
         if ranks:
@@ -175,21 +309,66 @@ def main(argv=None):
                 r.signal(15)
             run_job(ranks, grace_s=1.0)
         return 1
-    rc, failed = run_job(ranks)
-    if failed is not None:
-        print(f"weftrun: rank {failed.slot.rank} (on {failed.slot.host}) exited with "
-              f"{_describe(failed.returncode)}; the other ranks were stopped", file=sys.stderr)
+    if not elastic:
+        rc, failed = run_job(ranks)
+        if failed is not None:
+            print(f"weftrun: rank {failed.slot.rank} (on {failed.slot.host}) exited with "
+                  f"{describe_exit(failed.returncode)}; the other ranks were stopped",
+                  file=sys.stderr)
+    else:
+        grow = None
+        if disc is not None:
+            grow = _grower(disc, max_np, np_, lambda host, n: start(
+                hostlib.Slot(-1, host, -1, -1, -1, -1, -1),
+                dict(settings, WEFT_JOB_SECRET=str(job["secret"]),
+                     **elastic_env(store_addr, min_np, max_np, a.elastic_timeout, n, True)),
+                n, join=True))
+            disc.start()
+        try:
+            rc, fatal, nfailed = run_elastic(ranks, min_np, grow)
+        finally:
+            if disc is not None:
+                disc.stop()
+        if fatal is not None:
+            _log(f"stopped the job: fewer than --min-np {min_np} workers left after worker "
+                 f"{fatal.name} failed")
+        elif nfailed and rc == 0:
+            _log(f"{nfailed} worker(s) failed and were tolerated (elastic mode, --min-np {min_np})")
     if a.timeline_filename:
         _merge_timeline(a.timeline_filename, np_)
     return rc
 
 
-def _describe(rc):
-    if rc < 0:
-        import signal
+def _grower(disc, max_np, first_free, start):
+    """run_elastic's grow(): on each new answer of the discovery script, new
+    workers (joiners) for the slots of each host not taken by a live worker,
+    up to max_np in all; numbered on from -np."""
+    seen = [disc.latest()[0]]
+    counter = [first_free]
 
-        try:
-            return f"signal {signal.Signals(-rc).name}"
-        except ValueError:
-            return f"signal {-rc}"
-    return f"code {rc}"
+    def grow(alive):
+        runs, found = disc.latest()
+        if runs == seen[0] or not found:
+            return []
+        seen[0] = runs
+        taken = {}
+        for r in alive:
+            taken[r.slot.host] = taken.get(r.slot.host, 0) + 1
+        new = []
+        for host, n in found:
+            for _ in range(n - taken.get(host, 0)):
+                if max_np and len(alive) + len(new) >= max_np:
+                    return new
+                name = counter[0]
+                counter[0] += 1
+                try:
+                    w = start(host, name)
+                except OSError as e:
+                    _log(f"could not start worker {name} on {host}: {e}")
+                    break
+                _log(f"worker {name} (pid {w.proc.pid}) joins on {host}; "
+                     f"{len(alive) + len(new) + 1} alive")
+                new.append(w)
+        return new
+
+    return grow

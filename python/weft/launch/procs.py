@@ -1,5 +1,6 @@
 """Starting the ranks (here, or over ssh), relaying their output, and
-stopping the whole job when one rank fails."""
+stopping the whole job when one rank fails (or, in elastic mode, when fewer
+than --min-np workers are left)."""
 import os
 import shlex
 import signal
@@ -41,9 +42,12 @@ def ssh_argv(host, command, env, cwd, ssh_port=None, identity=None, ssh_opts=())
 
 
 class Rank:
-    def __init__(self, slot, argv, env, local, out_dir=None, prefix=True):
+    def __init__(self, slot, argv, env, local, out_dir=None, prefix=True, name=None):
         self.slot = slot
         self.local = local
+        # How its output and files are labelled: its rank, or in elastic
+        # mode the worker's number (joiners have no rank yet).
+        self.name = slot.rank if name is None else name
         self.returncode = None
         self.ended = None  # time.monotonic() at exit
         self._files = []
@@ -61,11 +65,11 @@ class Rank:
                                    ("stderr", self.proc.stderr, sys.stderr)):
             f = None
             if out_dir:
-                d = os.path.join(out_dir, f"rank.{slot.rank}")
+                d = os.path.join(out_dir, f"rank.{self.name}")
                 os.makedirs(d, exist_ok=True)
                 f = open(os.path.join(d, name), "wb")
                 self._files.append(f)
-            tag = f"[{slot.rank}]<{name}>:".encode() if prefix else b""
+            tag = f"[{self.name}]<{name}>:".encode() if prefix else b""
             t = threading.Thread(target=_pump, args=(stream, sink, tag, f), daemon=True)
             t.start()
             self._pumps.append(t)
@@ -155,3 +159,83 @@ def run_job(ranks, grace_s=10.0):
     if forwarded:
         return 128 + forwarded[0], None
     return 0, None
+
+
+def describe_exit(rc):
+    """'code 3' or 'signal SIGKILL' for a Popen returncode."""
+    if rc < 0:
+        try:
+            return f"signal {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"signal {-rc}"
+    return f"code {rc}"
+
+
+def _log(msg):
+    with _write_lock:
+        print(f"weftrun: {msg}", file=sys.stderr, flush=True)
+
+
+def run_elastic(workers, min_np, grow=None, grace_s=10.0, log=_log):
+    """Elastic mode: waits for every worker; one that fails is logged and
+    tolerated while the workers alive plus those done (exit 0) are at least
+    `min_np`. Below that the rest are stopped as in run_job. `grow(alive)`,
+    called every 50 ms until a worker finishes or the job stops, returns the
+    workers it started (joiners); `workers` grows by them. Returns (exit
+    code, the worker whose failure stopped the job or None, how many failed)."""
+    reported = set()
+    fatal = None
+    failed = 0
+    stopping_since = None
+    forwarded = []
+
+    def on_signal(sig, _frame):
+        forwarded.append(sig)
+        for r in workers:
+            r.signal(sig)
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while True:
+            for r in list(workers):
+                if r in reported or r.poll() is None:
+                    continue
+                reported.add(r)
+                if r.returncode == 0 or stopping_since is not None or forwarded:
+                    continue
+                failed += 1
+                alive = sum(1 for w in workers if w.poll() is None)
+                done = sum(1 for w in workers if w.returncode == 0)
+                where = "" if r.local else f" on {r.slot.host}"
+                log(f"worker {r.name} (pid {r.proc.pid}{where}) exited with "
+                    f"{describe_exit(r.returncode)}; {alive} alive")
+                if fatal is None and alive + done < min_np:
+                    fatal = r
+                    log(f"{alive} workers alive and {done} done, fewer than --min-np {min_np}: "
+                        "stopping the job")
+            alive = [r for r in workers if r.poll() is None]
+            if not alive:
+                break
+            if (fatal is not None or forwarded) and stopping_since is None:
+                stopping_since = time.monotonic()
+                for r in alive:
+                    r.signal(signal.SIGTERM)
+            if stopping_since is not None and time.monotonic() - stopping_since > grace_s:
+                for r in alive:
+                    r.signal(signal.SIGKILL)
+            if (grow is not None and stopping_since is None and not forwarded
+                    and not any(w.returncode == 0 for w in workers)):
+                workers.extend(grow(alive))
+            time.sleep(0.05)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        for r in workers:
+            r.finish()
+    if forwarded:
+        return 128 + forwarded[0], None, failed
+    if fatal is not None:
+        rc = fatal.returncode
+        return (rc if rc > 0 else 128 - rc), fatal, failed
+    done = sum(1 for w in workers if w.returncode == 0)
+    return (0 if done >= min_np else 1), None, failed

@@ -63,3 +63,27 @@ def forwarded(environ=None, names=()):
             k, _, v = name.partition("=")
             out[k] = v
     return out
+
+
+# What rank_env sets that a joiner (elastic mode) must not have: it has no
+# rank until the library registers it through the store.
+RANK_VARS = (
+    "WEFT_RANK", "WEFT_NRANKS", "WEFT_LOCAL_RANK", "WEFT_LOCAL_SIZE", "WEFT_CROSS_RANK",
+    "WEFT_CROSS_SIZE", "WEFT_ROOT_ADDR", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+    "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
+)
+
+
+def elastic_env(store, min_np, max_np, timeout_s, worker, join):
+    """What every worker of an elastic job gets (docs/weftrun.md): the job's
+    store (host:port), its bounds (max_np 0: none), the worker's number and
+    whether it joins a running job."""
+    return {
+        "WEFT_ELASTIC": "1",
+        "WEFT_ELASTIC_STORE": store,
+        "WEFT_ELASTIC_MIN_NP": str(min_np),
+        "WEFT_ELASTIC_MAX_NP": str(max_np or 0),
+        "WEFT_ELASTIC_TIMEOUT_S": f"{timeout_s:g}",
+        "WEFT_ELASTIC_WORKER": str(worker),
+        "WEFT_ELASTIC_JOIN": "1" if join else "0",
+    }
