@@ -93,6 +93,7 @@ Status Comm::init(const weft_unique_id_t& id) {
       if (transportNames_[p] == t->name()) owners[p] = t.get();
   }
   engine_.reset(new Engine(rank_, nranks_, cfg_, eps, owners, all, peers_));
+  engine_->setStallHook([this] { return checkRevokedPeers(); });
   // Reproducible folds run on the host (the GPU backend has none).
   cuda::setUpStreamLocalWork(repro_ != Repro::Off ? std::string() : cfg_.cudaLocalWork, rank_,
                              engine_.get());
@@ -567,6 +568,8 @@ void Comm::abort() {
     for (auto& t : transports_) t->shutdown();
     if (devTransport_) devTransport_->shutdown();
     if (boot_) boot_->shutdown();
+    for (agree::Early& e : early_) net::closeFd(&e.fd);
+    early_.clear();
     closed_ = true;
     progressCv_.notify_all();
   }

@@ -18,6 +18,7 @@
 #include "algo/arena_plan.h"
 #include "algo/select.h"
 #include "api/fusion.h"
+#include "bootstrap/agree.h"
 #include "bootstrap/bootstrap.h"
 #include "core/mutex.h"
 #include "cuda/device_path.h"
@@ -332,6 +333,10 @@ class Comm {
   // the lock that keeps two from running at once.
   std::vector<std::string> failed_;
   void noteFailures();  // under mu: asks the transports and the engine
+  // Peers' revoke notices and shrink proposals on the bootstrap socket
+  // (agree::takeEarly), kept for the shrink; under mu.
+  Status checkRevokedPeers();
+  std::vector<agree::Early> early_;
   uint32_t shrinks_ = 0;
   std::mutex shrinkMu_;
 

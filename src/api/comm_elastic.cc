@@ -21,7 +21,7 @@ void Comm::revoke() {
   if (revoked_.exchange(true)) return;
   // An op running under the lock (the arena's, runAlone's) ends on this.
   aborting_ = true;
-  std::lock_guard<Mutex> lk(mu);
+  std::unique_lock<Mutex> lk(mu);
   if (closed_) return;  // aborted already: nothing to tell
   noteFailures();       // before the transports close: what they knew
   if (engine_) engine_->fail(closedStatus());
@@ -34,7 +34,25 @@ void Comm::revoke() {
   // The bootstrap stays: shrink reaches the others through its socket.
   closed_ = true;
   progressCv_.notify_all();
+  if (!boot_) return;
+  // And on every transport alike, through the bootstrap sockets: peers
+  // blocked on others learn it at their next stall check (takeEarly).
+  const agree::Link link{boot_->commKey(), boot_->commId(), rank_, nranks_};
+  const std::vector<net::Address> addrs = boot_->addresses();
+  const uint32_t attempt = shrinks_;
+  lk.unlock();
+  agree::announceRevoke(link, addrs, attempt, 0.5);
   WEFT_INFO(kColl, "rank %d revoked the communicator", rank_);
+}
+
+Status Comm::checkRevokedPeers() {
+  if (!boot_ || boot_->listenFd() < 0) return Status::ok();
+  const agree::Link link{boot_->commKey(), boot_->commId(), rank_, nranks_};
+  const int r = agree::takeEarly(boot_->listenFd(), link, &early_);
+  if (r < 0) return Status::ok();
+  return Status(WEFT_ERR_REVOKED,
+                strFormat("rank %d (pid %d on %s) revoked the communicator or is shrinking it", r,
+                          peers_[r].pid, peers_[r].hostname.c_str()));
 }
 
 void Comm::noteFailures() {
@@ -42,7 +60,10 @@ void Comm::noteFailures() {
   if (!engine_) return;
   for (const auto& b : engine_->blamed())
     if (failed_[b.first].empty()) failed_[b.first] = b.second;
-  if (closed_) return;  // the transports are shut: they would blame everyone
+  // Only a healthy engine's transports are asked: checkPeer fails the
+  // channel's posted messages, whose completions a failed engine has freed;
+  // and shut transports would blame everyone.
+  if (closed_ || engine_->error().isError()) return;
   for (int p = 0; p < nranks_; ++p) {
     if (p == rank_ || !failed_[p].empty()) continue;
     Transport* t = engine_->ownerOf(p);
@@ -91,6 +112,8 @@ Status Comm::shrink(const std::vector<char>& excluded, std::shared_ptr<Comm>* ou
     p.listenFd = boot_->listenFd();
     p.addrs = boot_->addresses();
     p.gone = excluded;
+    p.early = std::move(early_);
+    early_.clear();
     p.timeoutS = cfg_.shrinkTimeoutS;
     p.cfg = cfg_;
   }

@@ -40,8 +40,10 @@ class Agreement {
   explicit Agreement(const Params& p) : p_(p), gone_(p.gone), why_(p.nranks) {
     gone_.resize(static_cast<size_t>(p.nranks), 0);
     p_.gone.resize(static_cast<size_t>(p.nranks), 0);
+    p_.early.clear();
     for (int r = 0; r < p.nranks; ++r)
       if (gone_[r]) why_[r] = "excluded by the caller";
+    for (const Early& e : p.early) handle(e.fd, e.frame);  // read while the comm ran
   }
   ~Agreement() {
     for (Parked& k : parked_) net::closeFd(&k.fd);
@@ -88,30 +90,11 @@ class Agreement {
     WEFT_INFO(kBootstrap, "%s: rank %d counts as gone: %s", me().c_str(), r, why.c_str());
   }
 
-  Status sendFrame(int fd, const Frame& f) {
-    const std::string bytes = encode(p_.key, p_.commId, f);
-    return net::sendAll(fd, bytes.data(), bytes.size(), Deadline(kIoS));
-  }
-  Status readFrame(int fd, double s, Frame* f) {
-    Deadline dl(s);
-    uint8_t h[kHeaderBytes];
-    WEFT_RETURN_IF_ERROR(net::recvAll(fd, h, sizeof h, dl));
-    size_t len = 0;
-    std::string bad = checkHeader(h, p_.commId, p_.nranks, &len);
-    if (!bad.empty()) return Status(WEFT_ERR_REMOTE, "a frame refused: " + bad);
-    std::string payload(len, '\0');
-    uint8_t mac[kMacBytes];
-    WEFT_RETURN_IF_ERROR(net::recvAll(fd, payload.data(), len, dl));
-    WEFT_RETURN_IF_ERROR(net::recvAll(fd, mac, sizeof mac, dl));
-    bad = decode(p_.key, h, reinterpret_cast<const uint8_t*>(payload.data()), len, mac,
-                 p_.nranks, f);
-    if (!bad.empty()) return Status(WEFT_ERR_REMOTE, "a frame refused: " + bad);
-    return Status::ok();
-  }
+  Link link() const { return {p_.key, p_.commId, p_.rank, p_.nranks}; }
+  Status sendFrame(int fd, const Frame& f) { return agree::sendFrame(fd, link(), f); }
+  Status readFrame(int fd, double s, Frame* f) { return agree::readFrame(fd, link(), s, f); }
 
-  // Accepts what waits on the listening socket: proposals are parked (the
-  // caller answers them), an exclusion notice is remembered, anything else
-  // (a coordinator's probe, a stranger) is closed.
+  // Accepts what waits on the listening socket and handles each first frame.
   void acceptPending() {
     for (;;) {
       int fd = accept4(p_.listenFd, nullptr, nullptr, SOCK_CLOEXEC);
@@ -122,20 +105,31 @@ class Agreement {
       }
       Frame f;
       Status st = readFrame(fd, 1.0, &f);
-      if (st.isOk() && f.kind == Kind::Propose && f.attempt == p_.attempt && !gone_[f.from]) {
-        parked_.push_back({fd, f.from});
+      if (!st.isOk()) {
+        // A coordinator's probe (closed at once), or a stranger.
+        if (st.message().find("refused") != std::string::npos)
+          WEFT_INFO(kBootstrap, "%s: %s", me().c_str(), st.message().c_str());
+        close(fd);
         continue;
       }
-      if (st.isOk() && f.kind == Kind::Propose && f.attempt < p_.attempt) {
-        // A rank still in an earlier shrink of this parent: it was left out then.
-        (void)sendFrame(fd, frame(Kind::Excluded));
-      } else if (st.isOk() && f.kind == Kind::Excluded && f.attempt == p_.attempt) {
-        excludedBy_ = f.from;
-      } else if (!st.isOk() && st.message().find("refused") != std::string::npos) {
-        WEFT_INFO(kBootstrap, "%s: %s", me().c_str(), st.message().c_str());
-      }
-      close(fd);
+      handle(fd, f);
     }
+  }
+
+  // A connection's first frame: proposals are parked (the caller answers
+  // them), an exclusion notice is remembered, the rest is closed.
+  void handle(int fd, const Frame& f) {
+    if (f.kind == Kind::Propose && f.attempt == p_.attempt && !gone_[f.from]) {
+      parked_.push_back({fd, f.from});
+      return;
+    }
+    if (f.kind == Kind::Propose && f.attempt < p_.attempt) {
+      // A rank still in an earlier shrink of this parent: it was left out then.
+      (void)sendFrame(fd, frame(Kind::Excluded));
+    } else if (f.kind == Kind::Excluded && f.attempt == p_.attempt) {
+      excludedBy_ = f.from;
+    }
+    close(fd);
   }
 
   // Proposes to `c` and waits for its decision; *done when it came.
@@ -364,6 +358,85 @@ class Agreement {
 };
 
 }  // namespace
+
+Status readFrame(int fd, const Link& link, double seconds, Frame* f) {
+  Deadline dl(seconds);
+  uint8_t h[kHeaderBytes];
+  WEFT_RETURN_IF_ERROR(net::recvAll(fd, h, sizeof h, dl));
+  size_t len = 0;
+  std::string bad = checkHeader(h, link.commId, link.nranks, &len);
+  if (!bad.empty()) return Status(WEFT_ERR_REMOTE, "a frame refused: " + bad);
+  std::string payload(len, '\0');
+  uint8_t mac[kMacBytes];
+  WEFT_RETURN_IF_ERROR(net::recvAll(fd, payload.data(), len, dl));
+  WEFT_RETURN_IF_ERROR(net::recvAll(fd, mac, sizeof mac, dl));
+  bad = decode(link.key, h, reinterpret_cast<const uint8_t*>(payload.data()), len, mac,
+               link.nranks, f);
+  if (!bad.empty()) return Status(WEFT_ERR_REMOTE, "a frame refused: " + bad);
+  return Status::ok();
+}
+
+Status sendFrame(int fd, const Link& link, const Frame& f) {
+  const std::string bytes = encode(link.key, link.commId, f);
+  return net::sendAll(fd, bytes.data(), bytes.size(), Deadline(kIoS));
+}
+
+void announceRevoke(const Link& link, const std::vector<net::Address>& addrs, uint32_t attempt,
+                    double seconds) {
+  Frame f;
+  f.kind = Kind::Revoked;
+  f.from = link.rank;
+  f.attempt = attempt;
+  const std::string bytes = encode(link.key, link.commId, f);
+  // Every connect at once, then the frame to those that answered.
+  std::vector<int> fds(addrs.size(), -1);
+  std::vector<pollfd> pending;
+  for (size_t r = 0; r < addrs.size(); ++r) {
+    if (static_cast<int>(r) == link.rank) continue;
+    int s = socket(addrs[r].ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (s < 0) continue;
+    if (connect(s, reinterpret_cast<const sockaddr*>(&addrs[r].ss), addrs[r].len) != 0 &&
+        errno != EINPROGRESS) {
+      close(s);
+      continue;
+    }
+    fds[r] = s;
+  }
+  Deadline dl(seconds);
+  for (;;) {
+    pending.clear();
+    for (int s : fds)
+      if (s >= 0) pending.push_back({s, POLLOUT, 0});
+    if (pending.empty() || dl.expired()) break;
+    if (poll(pending.data(), pending.size(), dl.remainingMs()) <= 0) break;
+    for (const pollfd& p : pending) {
+      if (!p.revents) continue;
+      int err = 0;
+      socklen_t len = sizeof err;
+      getsockopt(p.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      if (err == 0) (void)send(p.fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      for (int& s : fds)
+        if (s == p.fd) net::closeFd(&s);
+    }
+  }
+  for (int& s : fds) net::closeFd(&s);
+}
+
+int takeEarly(int listenFd, const Link& link, std::vector<Early>* keep) {
+  int first = -1;
+  for (;;) {
+    int fd = accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) return first;
+    Early e;
+    if (!net::setNonBlocking(fd, false).isOk() || !readFrame(fd, link, 1.0, &e.frame).isOk()) {
+      close(fd);  // a scanner, a stranger: nothing to do with this comm
+      continue;
+    }
+    if (first < 0) first = e.frame.from;
+    e.fd = fd;
+    keep->push_back(e);  // the shrink answers a proposal, and must see an exclusion
+  }
+}
 
 Status run(const Params& p, Outcome* out) {
   if (p.rank < 0 || p.rank >= p.nranks || static_cast<int>(p.addrs.size()) != p.nranks)

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "bootstrap/agree_wire.h"
 #include "core/config.h"
 #include "core/hmac.h"
 #include "core/status.h"
@@ -44,11 +45,41 @@
 namespace weft {
 namespace agree {
 
+// What frames are checked against: this communicator and this rank.
+struct Link {
+  Key key{};            // the comm key (frames are MACed under it)
+  uint64_t commId = 0;  // its public id
+  int rank = 0, nranks = 1;
+};
+
+// One frame, bounded by `seconds`; an error for a closed connection or a
+// frame that is not an authentic one of this communicator.
+Status readFrame(int fd, const Link& link, double seconds, Frame* f);
+Status sendFrame(int fd, const Link& link, const Frame& f);
+
+// A connection accepted on the bootstrap socket and its first frame, read
+// before the shrink that answers it (takeEarly).
+struct Early {
+  int fd = -1;
+  Frame frame;
+};
+
+// Revoke's notice (Kind::Revoked) to every other rank's bootstrap socket,
+// so that peers on any transport learn it at their next stall check
+// (takeEarly): best effort, about `seconds` in all.
+void announceRevoke(const Link& link, const std::vector<net::Address>& addrs, uint32_t attempt,
+                    double seconds);
+// What waits on the bootstrap socket while the comm runs: a peer's revoke
+// notice or shrink proposal (kept in *keep, for the shrink to answer),
+// anything else closed. The rank of the first such peer, or -1.
+int takeEarly(int listenFd, const Link& link, std::vector<Early>* keep);
+
 struct Params {
   int rank = 0, nranks = 1;
   Key key{};            // the parent's comm key (frames are MACed under it)
   uint64_t commId = 0;  // the parent's public id
   uint32_t attempt = 0; // this rank's count of shrinks of the parent before this one
+  std::vector<Early> early;  // connections takeEarly kept (the agreement owns them)
   int listenFd = -1;    // this rank's bootstrap listening socket
   std::vector<net::Address> addrs;  // every rank's bootstrap address
   std::vector<char> gone;           // by rank: excluded by the caller

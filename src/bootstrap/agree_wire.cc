@@ -26,7 +26,7 @@ static_assert(sizeof(Header) == kHeaderBytes, "agreement header layout");
 // A decision carries the root (32 bytes) and the nonce before its ranks.
 constexpr size_t kDecidePrefix = 32 + kNonceBytes;
 
-bool knownKind(uint8_t k) { return k >= 1 && k <= 4; }
+bool knownKind(uint8_t k) { return k >= 1 && k <= 5; }
 
 }  // namespace
 

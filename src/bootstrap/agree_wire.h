@@ -22,6 +22,7 @@ enum class Kind : uint8_t {
   Wait = 2,      // coordinator -> member: heard you; collecting the others
   Decide = 3,    // coordinator -> member: the members, the new comm's root
   Excluded = 4,  // coordinator -> a rank left out (too late, or given up on)
+  Revoked = 5,   // any rank -> the others: it revoked the communicator
 };
 
 struct Frame {

@@ -139,6 +139,9 @@ class Engine {
   // The peers the stall checks blamed for a failure (a dead transport, no
   // progress for the timeout), with why: weft_comm_failed_ranks.
   const std::vector<std::pair<int, std::string>>& blamed() const { return blamed_; }
+  // Asked once a second while ops make no progress (with checkPeer): an
+  // error fails them (the communicator's revoke notices from peers).
+  void setStallHook(std::function<Status()> hook) { stallHook_ = std::move(hook); }
   // Owner of rank p's host endpoint (nullptr: none, or this rank).
   Transport* ownerOf(int p) const {
     return p >= 0 && static_cast<size_t>(p) < owners_.size() ? owners_[p] : nullptr;
@@ -258,6 +261,7 @@ class Engine {
   Op* alone_ = nullptr;          // ... while it runs
   Status error_;
   std::vector<std::pair<int, std::string>> blamed_;  // blamed()
+  std::function<Status()> stallHook_;                // setStallHook()
 
   // The rounds (progress(), aloneRound()).
   // By peer: the pass (gen_) that found its next send / receive blocked.

@@ -61,6 +61,13 @@ void Engine::checkStalled(uint64_t now) {
   if (tel_) tel_->checkStall(oldest->rec, waiting, now);
   if (now - lastLivenessNs_ > 1000000000ull) {
     lastLivenessNs_ = now;
+    if (stallHook_) {
+      Status st = stallHook_();
+      if (st.isError()) {
+        fail(st.withContext(strFormat("rank %d: %s", rank_, oldest->describe().c_str())));
+        return;
+      }
+    }
     for (int p : waiting) {
       Status st = owners_[p] ? owners_[p]->checkPeer(p) : Status();
       if (st.isError()) {

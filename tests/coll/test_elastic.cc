@@ -210,6 +210,36 @@ TEST_CASE("elastic: a rank killed in the middle of each collective and the survi
   }
 }
 
+TEST_CASE("elastic: a rank killed over ucx and the survivors shrink", "[elastic][processes][ucx]") {
+#ifdef WEFT_HAVE_UCX
+  for (const std::string tls : {"UCX_TLS=tcp", "UCX_TLS=sm"}) {
+    for (Kind kind : {Kind::Allreduce, Kind::Alltoall}) {
+      INFO(tls << ", " << kindName(kind));
+      ElasticRun run;
+      run.nranks = 4;
+      run.env = envFor("WEFT_TRANSPORTS=ucx", "60");
+      run.env.push_back(tls);
+      run.body = [kind](weft_comm_t c, int me, int n) -> std::string {
+        const size_t k = 1 << 14;
+        std::vector<float> a(k * n, 1.0f), b(k * n);
+        if (auto r = callKind(kind, c, me, n, a, b, k)) return "first call: " + describe(r, c);
+        if (me == 1) {
+          usleep(300 * 1000);
+          raise(SIGKILL);
+        }
+        if (callKind(kind, c, me, n, a, b, k) == WEFT_SUCCESS) return "the call succeeded with rank 1 dead";
+        return recover(c, me, n, {1});
+      };
+      std::string died;
+      CHECK(runElastic(run, &died) == "");
+      CHECK(died == "rank 1: killed by signal 9\n");
+    }
+  }
+#else
+  WARN("skipped: ucx not built");
+#endif
+}
+
 TEST_CASE("elastic: one of 8 ranks killed and two of 8 at once over tcp", "[elastic][processes]") {
   for (const std::vector<int>& victims : {std::vector<int>{5}, std::vector<int>{1, 6}}) {
     INFO("victims " << victims.size());

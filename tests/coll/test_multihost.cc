@@ -144,9 +144,13 @@ std::string everyCollective(weft_comm_t c, int r, int n) {
   return "";
 }
 
+// A rank's part of a job (everyCollective unless given).
+using JobBody = std::string (*)(weft_comm_t c, int r, int n);
+
 // Runs the job: rank r in host r / kPerHost, with `env`. Returns "" or the
-// ranks that failed.
-std::string runJob(const Bed& bed, const std::string& run, const std::vector<std::string>& env) {
+// ranks that failed; rank `victim` is meant to die of SIGKILL.
+std::string runJob(const Bed& bed, const std::string& run, const std::vector<std::string>& env,
+                   JobBody body = everyCollective, int victim = -1) {
   const int n = kHosts * kPerHost;
   int idPipe[2];
   if (pipe(idPipe) != 0) return "pipe failed";
@@ -181,9 +185,12 @@ std::string runJob(const Bed& bed, const std::string& run, const std::vector<std
       }
       weft_comm_t c = nullptr;
       if (weft_comm_init_rank(&c, n, id, r) != WEFT_SUCCESS) _exit(14);
-      std::string e = everyCollective(c, r, n);
+      std::string e = body(c, r, n);
       if (!e.empty()) fprintf(stderr, "rank %d (%s): %s\n", r, run.c_str(), e.c_str());
-      weft_comm_destroy(c);
+      if (victim >= 0)
+        weft_comm_abort(c);  // revoked: nothing to wait for
+      else
+        weft_comm_destroy(c);
       _exit(e.empty() ? 0 : 15);
     }
     pids.push_back(pid);
@@ -194,10 +201,40 @@ std::string runJob(const Bed& bed, const std::string& run, const std::vector<std
   for (int r = 0; r < n; ++r) {
     int st = 0;
     waitpid(pids[r], &st, 0);
+    if (r == victim && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) continue;
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
       out += "rank " + std::to_string(r) + " status " + std::to_string(st) + "; ";
   }
   return out;
+}
+
+// Rank 3 (on the second host) is killed in the middle of an allreduce; the
+// five survivors revoke, shrink with no outside rendezvous, and run every
+// collective on the new communicator.
+std::string killedAndShrunk(weft_comm_t c, int r, int n) {
+  std::vector<float> v(1 << 16, 1.0f);
+  if (weft_allreduce(v.data(), v.data(), v.size(), WEFT_FLOAT32, WEFT_SUM, c, nullptr))
+    return std::string("first allreduce: ") + weft_get_last_error(c);
+  if (r == 3) {
+    usleep(300 * 1000);
+    raise(SIGKILL);
+  }
+  if (weft_allreduce(v.data(), v.data(), v.size(), WEFT_FLOAT32, WEFT_SUM, c, nullptr) == WEFT_SUCCESS)
+    return "the allreduce succeeded with rank 3 dead";
+  weft_comm_revoke(c);
+  weft_comm_t nc = nullptr;
+  if (weft_comm_shrink(c, nullptr, 0, &nc) != WEFT_SUCCESS)
+    return std::string("shrink: ") + weft_get_last_error(c);
+  int nr = -1, nn = 0;
+  weft_comm_rank(nc, &nr);
+  weft_comm_size(nc, &nn);
+  std::string e;
+  if (nn != n - 1 || nr != (r < 3 ? r : r - 1))
+    e = "shrunk to rank " + std::to_string(nr) + " of " + std::to_string(nn);
+  else
+    e = everyCollective(nc, nr, nn);
+  weft_comm_destroy(nc);
+  return e;
 }
 
 // Every rank's "transports per peer" line: shm to its host mate, `net` to
@@ -256,5 +293,14 @@ TEST_CASE("multi-host bed: 3 namespaces x 2 ranks - every collective over tcp an
     checkTransports(bed, name, run.first);
     std::string log = readFile(bed.logDir + "/" + name + "-3");
     CHECK(log.find("algorithm hier,") != std::string::npos);
+  }
+  // Elastic: a rank of the second host killed; the survivors shrink
+  // (docs/elastic.md), over each network transport.
+  for (auto& run : runs) {
+    const std::string name = run.first + "-shrink";
+    INFO("a rank killed, the survivors shrink; between hosts: " << run.first);
+    std::vector<std::string> env = run.second;
+    env.push_back("WEFT_SHRINK_TIMEOUT_S=10");
+    CHECK(runJob(bed, name, env, killedAndShrunk, 3) == "");
   }
 }

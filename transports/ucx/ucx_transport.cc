@@ -81,6 +81,9 @@ class UcxTransport : public Transport {
     return peers_[peer]->check();
   }
   void shutdown() override;
+  // Stopped early (a mismatch, a revoke): nothing is left to deliver, and
+  // the peers may no longer progress their workers: shutdown flushes nothing.
+  void stopped(StopCause) override { abandoned_ = true; }
   Arm armSleep(uint64_t* token) override;
   void sleepArmed(uint64_t token, int maxUs) override;
 
@@ -96,6 +99,7 @@ class UcxTransport : public Transport {
   int efd_ = -1;  // the worker's event fd (owned by UCX)
   uint64_t activity_ = 0;  // events ucp_worker_progress reported (activity())
   bool addressed_ = false, connected_ = false, down_ = false;
+  bool abandoned_ = false;  // stopped(): close without flushing
   std::vector<std::unique_ptr<UcxPeer>> peers_;  // by rank
 };
 
@@ -332,7 +336,7 @@ void UcxTransport::shutdown() {
   bool flushing = false;
   for (auto& p : peers_) {
     if (!p) continue;
-    const bool flush = !receiving && p->quiet();
+    const bool flush = !receiving && !abandoned_ && p->quiet();
     flushing |= flush;
     p->drop(flush, &closing);
   }
