@@ -45,6 +45,7 @@ def global_batch(step, size, features=16):
 def main():
     args = parse()
     hvd.init()
+    print(f"worker pid {os.getpid()} rank {hvd.rank()} of {hvd.size()}", flush=True)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
     opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9),

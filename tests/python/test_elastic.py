@@ -120,3 +120,96 @@ def test_a_stopped_worker_is_left_out_and_fails_cleanly_when_woken(tmp_path):
     # Woken: it does not go on as if nothing happened; it learns it was left out.
     assert victim_code not in (0, "hung"), logs(out)
     assert "left this rank out" in open(os.path.join(out, "rank2.log")).read(), logs(out)
+
+
+class _Reader:
+    """weftrun's merged output, read by a thread, waited on line by line."""
+
+    def __init__(self, proc):
+        import threading
+
+        self.lines = []
+        self.cv = threading.Condition()
+        self.thread = threading.Thread(target=self._run, args=(proc,), daemon=True)
+        self.thread.start()
+
+    def _run(self, proc):
+        for line in proc.stdout:
+            with self.cv:
+                self.lines.append(line.rstrip("\n"))
+                self.cv.notify_all()
+
+    def wait(self, pred, timeout=120):
+        end = time.monotonic() + timeout
+        with self.cv:
+            while True:
+                for line in self.lines:
+                    m = pred(line)
+                    if m:
+                        return m
+                left = end - time.monotonic()
+                if left <= 0:
+                    raise AssertionError("not seen within %s s; output:\n%s" % (timeout, "\n".join(self.lines[-60:])))
+                self.cv.wait(left)
+
+    def text(self):
+        with self.cv:
+            return "\n".join(self.lines)
+
+
+@pytest.mark.parametrize("how", ["kill", "stop"])
+def test_weftrun_a_lost_worker_then_discovery_adds_one_back(tmp_path, how):
+    """The issue's run: weftrun with 4 workers; one is killed (or stopped) at
+    step ~20; the 3 survivors go on from the last commit; discovery later
+    offers a 4th slot, a new worker joins at a commit and receives the
+    state; the job finishes with every rank holding the same parameters."""
+    out = tmp_path / "out"
+    out.mkdir()
+    slots = tmp_path / "slots"
+    slots.write_text("localhost:4\n")
+    discover = tmp_path / "discover.sh"
+    discover.write_text(f"#!/bin/sh\ncat {slots}\n")
+    discover.chmod(0o755)
+    env = dict(os.environ, OMP_NUM_THREADS="1", WEFT_SOCKET_IFNAME="lo", WEFT_TORCH_TIMEOUT_S="5" if how == "stop"
+               else "60", WEFT_SHRINK_TIMEOUT_S="5")
+    # A stopped worker is still a live process to weftrun (as to horovodrun):
+    # its slot stays taken, so discovery offers a fifth one for the new worker.
+    proc = subprocess.Popen([sys.executable, "-m", "weft.launch", "-np", "4", "--min-np", "2", "--max-np", "5",
+                             "--host-discovery-script", str(discover), sys.executable, EXAMPLE, "--steps", "60",
+                             "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    reader = _Reader(proc)
+    victim = None
+    try:
+        victim = reader.wait(lambda l: "rank 2 of 4" in l and int(l.split("worker pid ")[1].split()[0]))
+        reader.wait(lambda l: "batch 20 size 4" in l)
+        slots.write_text("localhost:3\n")
+        lost_at = time.monotonic()
+        os.kill(victim, signal.SIGKILL if how == "kill" else signal.SIGSTOP)
+        reader.wait(lambda l: "recovered: 4 -> 3 ranks" in l)
+        recovered_in = time.monotonic() - lost_at
+        slots.write_text("localhost:4\n" if how == "kill" else "localhost:5\n")
+        reader.wait(lambda l: "grew: 3 -> 4 ranks" in l)
+        if how == "stop":
+            reader.wait(lambda l: "done: rank" in l, timeout=180)
+            os.kill(victim, signal.SIGCONT)  # woken: told it was left out, it exits with an error
+        rc = proc.wait(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if victim:
+            try:
+                os.kill(victim, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    text = reader.text()
+    assert rc == 0, text[-4000:]
+    res = results(str(out))
+    assert len(res) == 4, text[-4000:]
+    assert {r["size"] for r in res} == {4} and {r["batches"] for r in res} == {60}, res
+    assert len({r["params"] for r in res}) == 1, res
+    assert victim not in {r["pid"] for r in res}
+    joined = [r for r in res if not r["recoveries"]]  # the new worker never had to recover
+    assert len(joined) == 1 and joined[0]["rank"] == 3, res
+    assert recovered_in < 30, recovered_in
+    if how == "stop":
+        assert "left this rank out" in text, text[-4000:]

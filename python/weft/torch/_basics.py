@@ -73,7 +73,7 @@ def _derive_topology(control, rank, size):
     return local_rank, len(mine), cross.index(rank), len(cross)
 
 
-def init(comm=None, process_sets=None):
+def init(comm=None, process_sets=None, _rebuilt=False):
     """Starts weft.torch: joins the ranks of the job (Horovod's hvd.init()).
 
     Without a default process group, creates one on backend "weft", reading
@@ -89,7 +89,7 @@ def init(comm=None, process_sets=None):
         raise NotImplementedError("weft.torch.init: process sets are not supported (only the global one)")
     if _state is not None:
         return
-    if os.environ.get("WEFT_ELASTIC_JOIN") == "1":
+    if os.environ.get("WEFT_ELASTIC_JOIN") == "1" and not _rebuilt:
         # A worker weftrun added to an elastic job: let in at the next commit (elastic.py).
         from . import elastic
 
@@ -105,7 +105,9 @@ def init(comm=None, process_sets=None):
     rank, size = dist.get_rank(), dist.get_world_size()
     timeout = _timeout()  # the control group's calls time out as the data group's
     control = dist.new_group(backend=dist.get_backend(group), **({"timeout": timeout} if timeout else {}))
-    if (launch.topology_known() and launch.rank == rank and launch.size == size):
+    # Groups rebuilt by weft.torch.elastic (_rebuilt) derive it on every rank:
+    # the launcher's figures describe the job as it started.
+    if not _rebuilt and launch.topology_known() and launch.rank == rank and launch.size == size:
         topo = (launch.local_rank, launch.local_size, launch.cross_rank, launch.cross_size)
     elif size == 1:
         topo = (0, 1, 0, 1)

@@ -129,7 +129,7 @@ def _rebuild(store, generation, rank, size):
     timeout = _basics._timeout()  # WEFT_TORCH_TIMEOUT_S, as init()'s groups
     kwargs = {"timeout": timeout} if timeout else {}
     dist.init_process_group(_backend.BACKEND, store=prefixed, rank=rank, world_size=size, **kwargs)
-    _basics.init()
+    _basics.init(_rebuilt=True)
     _basics._state.created = True  # shutdown() destroys it, as init()'s own
     _Membership.generation = generation
 
