@@ -48,6 +48,46 @@ ProcessGroupWeft::ProcessGroupWeft(const c10::intrusive_ptr<c10d::Store>& store,
   runner_ = std::make_unique<Runner>(comm_, rank, size);
 }
 
+ProcessGroupWeft::ProcessGroupWeft(weft_comm_t comm, std::chrono::milliseconds timeout,
+                                   std::string groupName)
+    : c10d::Backend(rankOf(comm), sizeOf(comm)),
+      comm_(comm),
+      options_(c10::make_intrusive<Options>("weft", timeout)),
+      timeout_(timeout) {
+  options_->group_name = groupName;
+  runner_ = std::make_unique<Runner>(comm_, getRank(), getSize());
+}
+
+int ProcessGroupWeft::rankOf(weft_comm_t comm) {
+  int r = -1;
+  weft_comm_rank(comm, &r);
+  return r;
+}
+
+int ProcessGroupWeft::sizeOf(weft_comm_t comm) {
+  int n = 0;
+  weft_comm_size(comm, &n);
+  return n;
+}
+
+c10::intrusive_ptr<c10d::Backend> ProcessGroupWeft::shrink(
+    const std::vector<int64_t>& ranksToExclude, int shrinkFlags,
+    const c10::intrusive_ptr<Options>& optsOverride) {
+  constexpr int kShrinkAbort = 1;  // torch.distributed.SHRINK_ABORT
+  if (shrinkFlags & kShrinkAbort) weft_comm_revoke(comm_);
+  std::vector<int> exclude(ranksToExclude.begin(), ranksToExclude.end());
+  weft_comm_t nc = nullptr;
+  weft_result_t r = weft_comm_shrink(comm_, exclude.data(), static_cast<int>(exclude.size()), &nc);
+  if (r != WEFT_SUCCESS)
+    C10_THROW_ERROR(DistBackendError, std::string("weft: shrinking group '") +
+                                          options_->group_name + "' failed on rank " +
+                                          std::to_string(getRank()) + ": " +
+                                          weft_get_error_string(r) + ": " +
+                                          weft_get_last_error(comm_));
+  const auto timeout = optsOverride ? optsOverride->timeout : timeout_;
+  return c10::make_intrusive<ProcessGroupWeft>(nc, timeout, options_->group_name);
+}
+
 ProcessGroupWeft::~ProcessGroupWeft() { shutdown(); }
 
 void ProcessGroupWeft::abort() {

@@ -27,6 +27,8 @@ class ProcessGroupWeft : public c10d::Backend {
   // the group's ranks, bounded by `timeout`.
   ProcessGroupWeft(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                    std::chrono::milliseconds timeout, std::string groupName);
+  // Takes over `comm` (a communicator weft_comm_shrink made): its rank and size.
+  ProcessGroupWeft(weft_comm_t comm, std::chrono::milliseconds timeout, std::string groupName);
   ~ProcessGroupWeft() override;
 
   const std::string getBackendName() const override { return "weft"; }
@@ -36,6 +38,13 @@ class ProcessGroupWeft : public c10d::Backend {
   uint64_t getSequenceNumberForGroup() override { return seq_.load(); }
   void abort() override;
   void shutdown() override;
+  // torch.distributed.shrink_group: weft_comm_shrink without the excluded
+  // ranks (which do not call); SHRINK_ABORT revokes the group first, so
+  // that its pending work ends now. docs/elastic.md.
+  bool supportsShrinking() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranksToExclude,
+                                           int shrinkFlags,
+                                           const c10::intrusive_ptr<Options>& optsOverride) override;
   // The weft communicator (for tests and weft's own Python helpers).
   weft_comm_t comm() const { return comm_; }
 
@@ -115,6 +124,8 @@ class ProcessGroupWeft : public c10d::Backend {
                                               std::chrono::milliseconds timeout, bool asyncOp,
                                               const char* name);
 
+  static int rankOf(weft_comm_t comm);
+  static int sizeOf(weft_comm_t comm);
   weft_comm_t comm_ = nullptr;
   std::unique_ptr<Runner> runner_;
   c10::intrusive_ptr<Options> options_;

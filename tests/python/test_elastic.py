@@ -213,3 +213,53 @@ def test_weftrun_a_lost_worker_then_discovery_adds_one_back(tmp_path, how):
     assert recovered_in < 30, recovered_in
     if how == "stop":
         assert "left this rank out" in text, text[-4000:]
+
+
+SHRINK_SCRIPT = r'''
+import os, signal, sys, time
+import torch
+import torch.distributed as dist
+import weft.torch  # noqa: F401  (the "weft" backend)
+dist.init_process_group("weft")
+rank = dist.get_rank()
+t = torch.ones(4)
+dist.all_reduce(t)
+assert t[0] == 3, t
+if rank == 2:
+    time.sleep(0.3)
+    os.kill(os.getpid(), signal.SIGKILL)
+try:
+    dist.all_reduce(t)
+    print("SUCCEEDED-WITH-A-DEAD-RANK", flush=True)
+    sys.exit(1)
+except RuntimeError as e:
+    print("failed as it should:", str(e).splitlines()[0][:120], flush=True)
+from torch.distributed.distributed_c10d import SHRINK_ABORT
+group = dist.shrink_group([2], shrink_flags=SHRINK_ABORT)
+t = torch.full((4,), float(rank + 1))
+dist.all_reduce(t)  # the new default group
+print(f"SHRUNK rank {dist.get_rank()} of {dist.get_world_size()} sum {t[0].item()}", flush=True)
+dist.destroy_process_group()
+'''
+
+
+def test_torch_shrink_group_after_a_killed_rank(tmp_path):
+    """torch.distributed.shrink_group (torch's shrink hook) on the weft backend."""
+    port = free_port()
+    procs = []
+    for rank in range(3):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="3", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                   WEFT_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1", WEFT_SHRINK_TIMEOUT_S="10")
+        procs.append(subprocess.Popen([sys.executable, "-c", SHRINK_SCRIPT], stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True, env=env))
+    outs = []
+    for p in procs:
+        try:
+            outs.append(p.communicate(timeout=120)[0])
+        except subprocess.TimeoutExpired:
+            p.kill()
+            outs.append(p.communicate()[0] + "\n(hung)")
+    assert procs[2].returncode == -signal.SIGKILL
+    for rank in (0, 1):
+        assert procs[rank].returncode == 0, outs[rank]
+        assert f"SHRUNK rank {rank} of 2 sum 3.0" in outs[rank], outs[rank]
