@@ -294,9 +294,9 @@ weft_result_t weft_comm_shrink(weft_comm_t comm, const int *exclude, int n_exclu
 
 /* Grows a communicator to `nranks` ranks: the ranks of `comm` keep their
  * ranks, new processes take ranks comm's size .. nranks-1 (NCCL's model,
- * ncclCommGrow). Rank 0 of `comm` makes an id (weft_get_unique_id), hands
+ * ncclCommGrow). One rank of `comm` makes an id (weft_get_unique_id), hands
  * it to the new processes out of band and passes it here; the other ranks
- * of `comm` pass id == NULL (they receive it over `comm`) and rank -1; a
+ * of `comm` pass id == NULL (they receive it over `comm`), all pass rank -1; a
  * new process passes comm == NULL, the id and its rank. Collective over all
  * ranks of `comm` and the new ones; `comm` stays valid. Errors as
  * weft_comm_init_rank, and INVALID_ARGUMENT for a call that does not fit

@@ -119,32 +119,30 @@ weft_result_t weft_comm_grow(weft_comm_t comm, int nranks, const weft_unique_id_
     return setError(c.get(), invalidArgument(strFormat(
                                  "nranks is %d; growing needs at least the communicator's %d",
                                  nranks, size)));
-  if (me == 0 && !id)
-    return setError(c.get(), invalidArgument("rank 0 must pass the id (weft_get_unique_id) that "
-                                             "the new ranks join with"));
-  if (me != 0 && id)
-    return setError(c.get(), invalidArgument(strFormat(
-                                 "rank %d passed an id; only rank 0 does (the others receive it)",
-                                 me)));
-  // Rank 0's id and size reach the others over the communicator.
-  struct {
-    weft_unique_id_t id;
-    int64_t nranks;
-  } msg;
-  memset(&msg, 0, sizeof msg);
-  if (me == 0) {
-    msg.id = *id;
-    msg.nranks = nranks;
-  }
-  weft_result_t r = weft_broadcast(&msg, &msg, sizeof msg, WEFT_UINT8, 0, comm, nullptr);
+  // Which rank holds the id (exactly one), and that every rank asks for
+  // the same size: one small allreduce; then the id from its holder.
+  int64_t facts[3] = {id ? 1 : 0, id ? me : 0, nranks};
+  int64_t sums[3] = {0, 0, 0};
+  weft_result_t r = weft_allreduce(facts, sums, 3, WEFT_INT64, WEFT_SUM, comm, nullptr);
   if (r != WEFT_SUCCESS) return r;  // its error is set, naming the failure
-  if (msg.nranks != nranks)
+  if (sums[0] != 1)
     return setError(c.get(), invalidArgument(strFormat(
-                                 "nranks is %d on this rank but %lld on rank 0", nranks,
-                                 static_cast<long long>(msg.nranks))));
+                                 "%lld ranks passed an id; exactly one (the one that made it with "
+                                 "weft_get_unique_id) must, the others pass NULL",
+                                 static_cast<long long>(sums[0]))));
+  if (sums[2] != static_cast<int64_t>(nranks) * size)
+    return setError(c.get(), invalidArgument(strFormat(
+                                 "the ranks ask for different sizes (this one %d; %lld in all over "
+                                 "%d ranks)",
+                                 nranks, static_cast<long long>(sums[2]), size)));
+  const int root = static_cast<int>(sums[1]);
+  weft_unique_id_t shared;
+  if (id) shared = *id;
+  r = weft_broadcast(&shared, &shared, sizeof shared, WEFT_UINT8, root, comm, nullptr);
+  if (r != WEFT_SUCCESS) return r;
   const weft_config_t cc = c->childConfig();
   weft_comm_t out = nullptr;
-  st = initRank(&out, nranks, msg.id, me, &cc);
+  st = initRank(&out, nranks, shared, me, &cc);
   if (st.isError()) return setError(c.get(), st.withContext("weft_comm_grow"));
   *newcomm = out;
   return WEFT_SUCCESS;

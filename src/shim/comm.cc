@@ -260,10 +260,18 @@ ncclResult_t pncclCommAbort(ncclComm_t comm) {
 WEFT_NCCL_ALIAS(ncclCommAbort)
 
 ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags) {
-  (void)revokeFlags;
-  return unsupported(lookup(comm).get(), "ncclCommRevoke",
-                     "weft cannot stop a communicator's operations and keep it for a later "
-                     "split or shrink; use ncclCommAbort, then create a new communicator");
+  const char* fn = "ncclCommRevoke";
+  CommRef c;
+  if (ncclResult_t r = acquire(comm, fn, &c); r != ncclSuccess) return r;
+  if (revokeFlags != 0)
+    return setError(c.get(), ncclInvalidArgument,
+                    std::string(fn) + ": revokeFlags is " + std::to_string(revokeFlags) +
+                        "; it must be NCCL_REVOKE_DEFAULT (0)");
+  // weft_comm_revoke: pending and later operations fail now, on every
+  // rank that waits for this one; the comm stays for ncclCommShrink.
+  c->revoked = true;
+  if (weft_comm_t wc = c->wc) weft_comm_revoke(wc);
+  return ncclSuccess;
 }
 WEFT_NCCL_ALIAS(ncclCommRevoke)
 
@@ -285,7 +293,7 @@ ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
     return ncclSuccess;
   }
   weft_comm_t wc = c->wc;
-  if (s == ncclComm::kFinalized || !wc) {
+  if (s == ncclComm::kFinalized || !wc || c->revoked) {
     *asyncError = ncclSuccess;
     return ncclSuccess;
   }

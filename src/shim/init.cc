@@ -55,37 +55,14 @@ ncclResult_t initRank(const char* fn, ncclComm_t* comm, int nranks, const ncclUn
   return groupRefused(create(comm, c, std::move(f), !s.blocking));
 }
 
-// ncclCommShrink: the lowest surviving rank creates a new id and sends it
-// to the other survivors over the parent (point to point, so the excluded
-// ranks, which do not call, take no part); then the survivors join it.
-ncclResult_t shrinkCreate(weft_comm_t parent, const std::vector<int>& survivors, int me,
-                          int newRank, weft_comm_t* out, std::string* err) {
-  const char* fn = "ncclCommShrink";
-  weft_unique_id_t id;
-  memset(&id, 0, sizeof id);
-  weft_result_t w = WEFT_SUCCESS;
-  if (me == survivors[0]) {
-    w = weft_get_unique_id(&id);
-    if (w == WEFT_SUCCESS) {
-      weft_group_start();
-      for (size_t i = 1; i < survivors.size(); ++i) {
-        weft_result_t s = weft_send(&id, sizeof id, WEFT_UINT8, survivors[i], parent, nullptr);
-        if (w == WEFT_SUCCESS) w = s;
-      }
-      weft_result_t e = weft_group_end();
-      if (w == WEFT_SUCCESS) w = e;
-    }
-  } else {
-    w = weft_recv(&id, sizeof id, WEFT_UINT8, survivors[0], parent, nullptr);
-  }
+// ncclCommShrink: weft_comm_shrink, which the survivors agree on among
+// themselves (the parent may have failed: a dead rank, a revoke).
+ncclResult_t shrinkCreate(weft_comm_t parent, const std::vector<int>& excluded, bool abortFirst,
+                          weft_comm_t* out, std::string* err) {
+  if (abortFirst) weft_comm_revoke(parent);
+  weft_result_t w = weft_comm_shrink(parent, excluded.data(), static_cast<int>(excluded.size()), out);
   if (w != WEFT_SUCCESS) {
-    *err = std::string(fn) + ": handing the new id to the survivors over the parent failed " +
-           "(weft's shrink needs a parent that still works): " + weft_get_last_error(nullptr);
-    return toNccl(w);
-  }
-  w = weft_comm_init_rank(out, static_cast<int>(survivors.size()), id, newRank);
-  if (w != WEFT_SUCCESS) {
-    *err = std::string(fn) + ": " + weft_get_last_error(nullptr);
+    *err = std::string("ncclCommShrink: ") + weft_get_last_error(parent);
     return toNccl(w);
   }
   return ncclSuccess;
@@ -201,8 +178,8 @@ ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int exclude
   CommRef p;
   if (ncclResult_t r = acquire(comm, fn, &p); r != ncclSuccess) return groupRefused(r);
   if (!newcomm) return invalid(fn, "newcomm is NULL");
-  // NCCL_SHRINK_ABORT first stops the parent's operations in flight; on
-  // weft's host path none are left once a call has returned.
+  // NCCL_SHRINK_ABORT first stops the parent's operations in flight
+  // (weft_comm_revoke); either way the survivors agree on who is left.
   if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
     return invalid(fn, "shrinkFlags " + std::to_string(shrinkFlags) +
                            " is neither NCCL_SHRINK_DEFAULT nor NCCL_SHRINK_ABORT");
@@ -220,57 +197,76 @@ ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int exclude
   if (excluded[p->rank])
     return invalid(fn, "this rank (" + std::to_string(p->rank) +
                            ") is in excludeRanksList; excluded ranks do not call ncclCommShrink");
-  std::vector<int> survivors;
-  for (int r = 0; r < p->nranks; ++r)
-    if (!excluded[r]) survivors.push_back(r);
-  const int me = p->rank;
-  const int newRank =
-      static_cast<int>(std::find(survivors.begin(), survivors.end(), me) - survivors.begin());
+  std::vector<int> excludedList(excludeRanksList, excludeRanksList + excludeRanksCount);
   CommSettings inherited, s;
   inherited.blocking = p->blocking;
   if (ncclResult_t r = parseConfig(fn, config, inherited, &s); r != ncclSuccess)
     return groupRefused(r);
   weft_comm_t parent = p->wc;
+  const bool abortFirst = shrinkFlags == NCCL_SHRINK_ABORT;
   ncclComm* c = newComm(s, p->cudaDev);
-  CreateFn f = [parent, survivors, me, newRank](weft_comm_t* out, std::string* err) {
-    return shrinkCreate(parent, survivors, me, newRank, out, err);
+  CreateFn f = [parent, excludedList, abortFirst](weft_comm_t* out, std::string* err) {
+    return shrinkCreate(parent, excludedList, abortFirst, out, err);
   };
   return groupRefused(create(newcomm, c, std::move(f), false));
 }
 WEFT_NCCL_ALIAS(ncclCommShrink)
 
 #if NCCL_VERSION_CODE >= 23000
-// Growing a communicator (NCCL 2.30): new ranks join a running one. weft's
-// communicators have a fixed membership until its elastic support lands,
-// so both halves refuse, before anything is created or any id handed out.
-namespace {
-const char* const kNoGrow =
-    "weft cannot add ranks to a running communicator yet; create a new one with "
-    "ncclGetUniqueId and ncclCommInitRank instead";
-}  // namespace
-
+// Growing a communicator (NCCL 2.30): new ranks join a running one, over
+// weft_comm_grow. ncclCommGetUniqueId makes the id the holder passes and
+// hands to the new processes.
 ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId) {
   const char* fn = "ncclCommGetUniqueId";
   CommRef c;
   if (ncclResult_t r = acquire(comm, fn, &c); r != ncclSuccess) return r;
   if (!uniqueId) return setError(c.get(), ncclInvalidArgument, std::string(fn) + ": uniqueId is NULL");
-  return unsupported(c.get(), fn, kNoGrow);
+  weft_unique_id_t id;
+  weft_result_t w = weft_get_unique_id(&id);
+  if (w != WEFT_SUCCESS) return fromWeft(c.get(), w, fn);
+  memcpy(uniqueId, &id, sizeof id);
+  return ncclSuccess;
 }
 WEFT_NCCL_ALIAS(ncclCommGetUniqueId)
 
 ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
                            ncclComm_t* newcomm, ncclConfig_t* config) {
-  (void)nRanks;
-  (void)uniqueId;
-  (void)rank;
-  (void)config;
   const char* fn = "ncclCommGrow";
-  if (newcomm) *newcomm = nullptr;
-  CommRef c;
-  if (comm) {
-    if (ncclResult_t r = acquire(comm, fn, &c); r != ncclSuccess) return groupRefused(r);
+  prepareProcess();
+  if (!newcomm) return invalid(fn, "newcomm is NULL");
+  *newcomm = nullptr;
+  const bool hasId = uniqueId != nullptr;
+  weft_unique_id_t id;
+  memset(&id, 0, sizeof id);
+  if (hasId) memcpy(&id, uniqueId, sizeof id);
+  if (!comm) {  // a new rank
+    if (!hasId) return invalid(fn, "a new rank (comm NULL) must pass the uniqueId");
+    CommSettings defaults, s;
+    defaults.blocking = defaultBlocking();
+    if (ncclResult_t r = parseConfig(fn, config, defaults, &s); r != ncclSuccess)
+      return groupRefused(r);
+    ncclComm* c = newComm(s, currentCudaDevice());
+    CreateFn f = [nRanks, id, rank](weft_comm_t* out, std::string* err) {
+      weft_result_t w = weft_comm_grow(nullptr, nRanks, &id, rank, out);
+      if (w != WEFT_SUCCESS) *err = std::string("ncclCommGrow: ") + weft_get_last_error(nullptr);
+      return toNccl(w);
+    };
+    return groupRefused(create(newcomm, c, std::move(f), !s.blocking));
   }
-  return groupRefused(unsupported(c.get(), fn, kNoGrow));
+  CommRef p;
+  if (ncclResult_t r = acquire(comm, fn, &p); r != ncclSuccess) return groupRefused(r);
+  CommSettings inherited, s;
+  inherited.blocking = p->blocking;
+  if (ncclResult_t r = parseConfig(fn, config, inherited, &s); r != ncclSuccess)
+    return groupRefused(r);
+  weft_comm_t parent = p->wc;
+  ncclComm* c = newComm(s, p->cudaDev);
+  CreateFn f = [parent, nRanks, id, hasId, rank](weft_comm_t* out, std::string* err) {
+    weft_result_t w = weft_comm_grow(parent, nRanks, hasId ? &id : nullptr, rank, out);
+    if (w != WEFT_SUCCESS) *err = std::string("ncclCommGrow: ") + weft_get_last_error(parent);
+    return toNccl(w);
+  };
+  return groupRefused(create(newcomm, c, std::move(f), false));
 }
 WEFT_NCCL_ALIAS(ncclCommGrow)
 #endif  // NCCL_VERSION_CODE >= 23000

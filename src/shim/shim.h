@@ -69,6 +69,9 @@ struct ncclComm {
   std::string name;  // ncclConfig_t::commName, for logs
   // ncclCommSuspend .. ncclCommResume: operations are refused (suspend.cc).
   std::atomic<bool> suspended{false};
+  // ncclCommRevoke: its operations were stopped; quiescent at once on weft
+  // (ncclCommGetAsyncError then answers ncclSuccess), kept for a shrink.
+  std::atomic<bool> revoked{false};
   // Windows and the one-sided channel, from the first ncclCommWindowRegister
   // on (window.cc). Used by the thread that drives the comm.
   std::shared_ptr<weft::shim::OneSided> oneSided;

@@ -428,7 +428,22 @@ TEST_CASE("elastic: bad arguments are refused and change nothing", "[elastic]") 
   CHECK(weft_comm_failed_ranks(comms[0], nullptr, 1, &n) == WEFT_ERR_INVALID_ARGUMENT);
   CHECK(weft_comm_failed_ranks(comms[0], nullptr, 0, &n) == WEFT_SUCCESS);
   CHECK(n == 0);
-  CHECK(weft_comm_grow(comms[0], 3, nullptr, -1, &nc) == WEFT_ERR_INVALID_ARGUMENT);  // rank 0: no id
+  {  // no rank passes the id: every rank is told
+    std::vector<weft_result_t> rs(2);
+    std::vector<std::string> msgs(2);
+    std::vector<std::thread> ts;
+    for (int r = 0; r < 2; ++r)
+      ts.emplace_back([&, r] {
+        weft_comm_t out = nullptr;
+        rs[r] = weft_comm_grow(comms[r], 3, nullptr, -1, &out);
+        msgs[r] = weft_get_last_error(comms[r]);
+      });
+    for (auto& t : ts) t.join();
+    for (int r = 0; r < 2; ++r) {
+      CHECK(rs[r] == WEFT_ERR_INVALID_ARGUMENT);
+      CHECK(msgs[r].find("0 ranks passed an id") != std::string::npos);
+    }
+  }
   CHECK(weft_comm_grow(comms[1], 1, nullptr, -1, &nc) == WEFT_ERR_INVALID_ARGUMENT);  // smaller
   CHECK(weft_comm_grow(comms[1], 3, nullptr, 1, &nc) == WEFT_ERR_INVALID_ARGUMENT);   // rank != -1
   CHECK(nc == nullptr);

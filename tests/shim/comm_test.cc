@@ -12,6 +12,10 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <chrono>
 #include <cstddef>
 #include <cstring>
@@ -99,15 +103,9 @@ TEST_CASE("unsupported functions return ncclInvalidUsage and say why", "[shim][c
     CHECK(std::string(ncclGetLastError(nullptr))
               .find(std::string(fn) + " is not supported by weft") != std::string::npos);
   };
-  check(ncclCommRevoke(c, NCCL_REVOKE_DEFAULT), "ncclCommRevoke");
 #if NCCL_VERSION_CODE >= 23000
-  // Growing a communicator, and device pointers into windows (weft's are
-  // host memory: window_test.cc).
+  // Device pointers into windows (weft's are host memory: window_test.cc).
   ncclUniqueId id;
-  check(ncclCommGetUniqueId(c, &id), "ncclCommGetUniqueId");
-  ncclComm_t grown = c;
-  check(ncclCommGrow(c, 2, nullptr, -1, &grown, nullptr), "ncclCommGrow");
-  CHECK(grown == nullptr);
   void* p = &id;
   check(ncclGetPeerDevicePointer(nullptr, 0, 0, &p), "ncclGetPeerDevicePointer");
   CHECK(p == nullptr);
@@ -359,6 +357,51 @@ TEST_CASE("split, NOCOLOR and shrink on 4 ranks", "[shim][comm]") {
   CHECK(errs == "");
   for (auto* v : {&split, &odd, &shrunk})
     for (ncclComm_t c : *v) CHECK(ncclCommAbort(c) == ncclSuccess);
+}
+
+TEST_CASE("revoke then shrink with a rank gone and grow back with a new one", "[shim][comm]") {
+  ThreadRanks t(3);
+  REQUIRE(t.init == ncclSuccess);
+  std::vector<ncclComm_t> shrunk(3, nullptr), grown(3, nullptr);
+  ncclUniqueId id;
+  std::atomic<bool> idReady{false};
+  std::string errs = onThreads(3, [&](int r) -> std::string {
+    ncclComm_t c = t.comms[r];
+    int v = r + 1, sum = -1, n = 0, rank = -1;
+    if (r == 2) {  // leaves, then comes back as a new rank of the grown comm
+      while (!idReady) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      SHIM_TRY(ncclCommGrow(nullptr, 3, &id, 2, &grown[r], nullptr));
+    } else {
+      SHIM_TRY(ncclCommRevoke(c, NCCL_REVOKE_DEFAULT));
+      ncclResult_t async = ncclInternalError;
+      SHIM_TRY(ncclCommGetAsyncError(c, &async));
+      if (async != ncclSuccess) return "a revoked comm is quiescent: " + std::to_string(async);
+      if (ncclAllReduce(&v, &sum, 1, ncclInt32, ncclSum, c, nullptr) == ncclSuccess)
+        return "an allreduce on a revoked comm succeeded";
+      int excluded[] = {2};
+      SHIM_TRY(ncclCommShrink(c, excluded, 1, &shrunk[r], nullptr, NCCL_SHRINK_ABORT));
+      SHIM_TRY(ncclCommCount(shrunk[r], &n));
+      SHIM_TRY(ncclAllReduce(&v, &sum, 1, ncclInt32, ncclSum, shrunk[r], nullptr));
+      if (n != 2 || sum != 3) return "shrunk: " + std::to_string(n) + " ranks, sum " + std::to_string(sum);
+      if (r == 0) {
+        SHIM_TRY(ncclCommGetUniqueId(shrunk[r], &id));
+        idReady = true;
+      }
+      SHIM_TRY(ncclCommGrow(shrunk[r], 3, r == 0 ? &id : nullptr, -1, &grown[r], nullptr));
+    }
+    SHIM_TRY(ncclCommUserRank(grown[r], &rank));
+    SHIM_TRY(ncclCommCount(grown[r], &n));
+    SHIM_TRY(ncclAllReduce(&v, &sum, 1, ncclInt32, ncclSum, grown[r], nullptr));
+    if (rank != r || n != 3 || sum != 6)
+      return "grown: rank " + std::to_string(rank) + " of " + std::to_string(n) + ", sum " +
+             std::to_string(sum);
+    return "";
+  });
+  CHECK(errs == "");
+  for (auto* v : {&shrunk, &grown})
+    for (ncclComm_t c : *v)
+      if (c) CHECK(ncclCommDestroy(c) == ncclSuccess);
+  CHECK(ncclCommRevoke(t.comms[0], 3) == ncclInvalidArgument);
 }
 
 TEST_CASE("memory, registration, async error, device and teams", "[shim][comm]") {
