@@ -272,11 +272,19 @@ TEST_CASE("elastic: one of 8 ranks killed and two of 8 at once over tcp", "[elas
 
 TEST_CASE("elastic: a stopped (hung) rank is left out and woken its calls fail and it is told",
           "[elastic][processes]") {
-  for (const std::string tp : {"WEFT_TRANSPORTS=shm", "WEFT_TRANSPORTS=tcp"}) {
-    for (int victim : {0, 2}) {  // the would-be coordinator, and another
-      INFO(tp << ", victim " << victim);
+  struct Case {
+    std::string tp;
+    int nranks, victim;  // victim 0: the would-be coordinator
+  };
+  for (const Case& k : {Case{"WEFT_TRANSPORTS=shm", 4, 0}, Case{"WEFT_TRANSPORTS=shm", 4, 2},
+                        Case{"WEFT_TRANSPORTS=tcp", 4, 0}, Case{"WEFT_TRANSPORTS=tcp", 4, 2},
+                        Case{"WEFT_TRANSPORTS=tcp", 8, 5}}) {
+    const std::string tp = k.tp;
+    const int victim = k.victim;
+    {
+      INFO(tp << ", " << k.nranks << " ranks, victim " << victim);
       ElasticRun run;
-      run.nranks = 4;
+      run.nranks = k.nranks;
       run.env = envFor(tp, "3");
       run.stopped = {victim};
       run.body = [victim](weft_comm_t c, int me, int n) -> std::string {
