@@ -315,7 +315,7 @@ Status Comm::runNow(const CollArgs& args, weft_datatype_t dt, const void* send, 
       if (st.code() == WEFT_ERR_ABORTED && revoked_) st = closedStatus();
       // A peer that revoked meanwhile failed its side of this op: so does this rank.
       if (st.isOk()) {
-        const int r = arena_->peerStoppedEarly();
+        const int r = arena_->peerRevoked();
         if (r >= 0)
           st = Status(WEFT_ERR_REMOTE, strFormat("rank %d: %s %s", rank_, arena_->describe(r).c_str(),
                                                  arena_->whyGone(r).c_str()));

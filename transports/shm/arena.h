@@ -227,11 +227,13 @@ class Arena {
   bool stoppedAtMismatch(int r) const {
     return hdr_[r]->closed.load(std::memory_order_acquire) == kClosedMismatch;
   }
-  // A peer that revoked the communicator or stopped at a mismatch, -1 when
-  // none: a blocking op that ends with one fails (the peer's calls do).
-  int peerStoppedEarly() const {
+  // A peer that revoked the communicator, -1 when none: a blocking op that
+  // ends after a revoke fails (the peer's pending calls did). Not a peer
+  // that stopped at a mismatch: that may have come after this op, which
+  // it completed too.
+  int peerRevoked() const {
     for (int r = 0; r < nranks_; ++r)
-      if (r != rank_ && stoppedEarly(r)) return r;
+      if (r != rank_ && hdr_[r]->closed.load(std::memory_order_acquire) == kClosedRevoked) return r;
     return -1;
   }
   // Stopped at a mismatch, or revoked: a marker that names the cause.
