@@ -247,6 +247,7 @@ TEST_CASE("failures: missing ranks - duplicate ranks - wrong secret - no root") 
 }
 
 TEST_CASE("failures: a rank killed before an allgather") {
+  if (wtest::forkSkipped()) return;  // ranks as processes only
   const int n = 3;
   Config cfg = loConfig(10);
   const double bound = 5;
