@@ -51,7 +51,7 @@ std::vector<std::unique_ptr<ScopedEnv>> setAll(const std::vector<std::string>& e
 }  // namespace
 
 TEST_CASE("topology: ring allreduce follows the file's NVLink ring - threads and processes",
-          "[coll][topo]") {
+          "[coll][topo][processes]") {
   char tmpl[] = "/tmp/weft-topo-XXXXXX";
   REQUIRE(mkdtemp(tmpl) != nullptr);
   const std::string dir = tmpl;
