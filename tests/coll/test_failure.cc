@@ -161,7 +161,7 @@ TEST_CASE("failure: a lone blocking call over tcp times out naming the rank that
 }
 
 TEST_CASE("failure: the async-error poll answers at once while another thread waits in a call",
-          "[failure][timeout]") {
+          "[failure][timeout][timing]") {
   // A watchdog thread polls weft_comm_get_async_error while the main one
   // is blocked in an allreduce that rank 1 never joins: each poll returns
   // "in progress" at once; after the timeout it returns the error.
