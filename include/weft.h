@@ -96,7 +96,10 @@ typedef enum {
   WEFT_BAND = 5,
   WEFT_BOR = 6,
   WEFT_BXOR = 7,
-  WEFT_NUM_OPS = 8
+  WEFT_NUM_OPS = 8,
+  /* Not an op: makes every int value up to here a valid weft_op_t in C++
+   * (the ops weft hands out are above WEFT_NUM_OPS), as ncclMaxRedOp does. */
+  WEFT_MAX_OP = 0x7fffffff
 } weft_op_t;
 
 /* Where the scalar of a pre-multiplied sum is read (NCCL's

@@ -12,6 +12,7 @@
 #include "core/clock.h"
 #include "core/cpu.h"
 #include "core/log.h"
+#include "core/sanitizer.h"
 #include "exec/placement.h"
 
 namespace weft {
@@ -177,7 +178,7 @@ void Engine::fail(const Status& st) {
       WEFT_WARN(kColl, "rank %d: local work on %s still running after %.0f s; leaking its buffers",
                 rank_, lw->name(), cfg_.timeoutS);
       for (auto& op : ops_)
-        if (op->lw == lw) (void)op->scratch.release();
+        if (op->lw == lw) leakOnPurpose(op->scratch.release());
     }
     localPending_ = 0;
   }

@@ -101,7 +101,7 @@ TEST_CASE("bootstrap: allgather and barrier among rank threads") {
   }
 }
 
-TEST_CASE("bootstrap: allgather and barrier among rank processes") {
+TEST_CASE("bootstrap: allgather and barrier among rank processes", "[processes]") {
   for (int n : {1, 2, 3, 5, 8}) {
     INFO("nranks " << n);
     Config cfg = loConfig();

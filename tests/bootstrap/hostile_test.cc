@@ -246,7 +246,7 @@ TEST_CASE("failures: missing ranks - duplicate ranks - wrong secret - no root") 
   CHECK(fin[0].isOk());
 }
 
-TEST_CASE("failures: a rank killed before an allgather") {
+TEST_CASE("failures: a rank killed before an allgather", "[processes]") {
   const int n = 3;
   Config cfg = loConfig(10);
   const double bound = 5;

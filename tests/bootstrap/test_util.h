@@ -18,6 +18,7 @@
 #include "bootstrap/wire.h"
 #include "core/clock.h"
 #include "core/config.h"
+#include "fork_guard.h"
 #include "net/socket.h"
 
 namespace weft {
@@ -121,6 +122,12 @@ inline ProcResult runRankProcesses(int n, const std::function<Status(weft_unique
                                    double limitS) {
   std::vector<pid_t> pids;
   std::vector<int> pipes;
+  if (wtest::forkSkipped()) return ProcResult{std::vector<int>(n, 0)};
+  std::string unsafe = wtest::awaitOneThread();  // fork with one thread only
+  if (!unsafe.empty()) {
+    fprintf(stderr, "%s\n", unsafe.c_str());
+    return ProcResult{std::vector<int>(n, -1)};
+  }
   for (int r = 0; r < n; ++r) {
     int p[2];
     if (pipe(p) != 0) break;

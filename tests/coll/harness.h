@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "fork_guard.h"
 #include "weft.h"
 
 namespace wtest {
@@ -57,21 +58,36 @@ inline std::string runThreads(int n, const Body& body) {
 // Ranks as processes. Each child reports its error text through a pipe.
 // `env` is set in the children before init ("NAME=VALUE" items);
 // `beforeInit(rank)` runs in each child just before init (pinning, say).
+// The children are forked while this process has one thread
+// (tests/fork_guard.h); only then does the parent create the unique id
+// (whose bootstrap root is a thread) and hand it to them through a pipe.
 inline std::string runProcesses(int n, const Body& body, const std::vector<std::string>& env = {},
                                 int timeoutS = 120,
                                 const std::function<void(int)>& beforeInit = {}) {
-  weft_unique_id_t id;
-  weft_result_t r = weft_get_unique_id(&id);
-  if (r != WEFT_SUCCESS) return "weft_get_unique_id: " + describe(r, nullptr);
+  if (forkSkipped()) return "";
+  std::string unsafe = awaitOneThread();
+  if (!unsafe.empty()) return unsafe;
   std::vector<pid_t> pids(n);
-  std::vector<int> fds(n);
+  std::vector<int> fds(n), idFds(n);
   for (int i = 0; i < n; ++i) {
-    int p[2];
+    int p[2], q[2];
     if (pipe(p) != 0) return "pipe failed";
+    if (pipe(q) != 0) return "pipe failed";
+    fflush(nullptr);
     pid_t pid = fork();
     if (pid == 0) {
       close(p[0]);
+      close(q[1]);
+      for (int j = 0; j < i; ++j) close(idFds[j]);
       alarm(static_cast<unsigned>(timeoutS));
+      weft_unique_id_t id;
+      size_t got = 0;
+      while (got < sizeof id) {
+        ssize_t k = read(q[0], reinterpret_cast<char*>(&id) + got, sizeof id - got);
+        if (k <= 0) _exit(90);  // the parent could not create the id
+        got += static_cast<size_t>(k);
+      }
+      close(q[0]);
       for (const std::string& e : env) putenv(strdup(e.c_str()));
       if (beforeInit) beforeInit(i);
       weft_comm_t comm = nullptr;
@@ -90,10 +106,20 @@ inline std::string runProcesses(int n, const Body& body, const std::vector<std::
       _exit(err.empty() ? 0 : 1);
     }
     close(p[1]);
+    close(q[0]);
     pids[i] = pid;
     fds[i] = p[0];
+    idFds[i] = q[1];
   }
+  weft_unique_id_t id;
+  weft_result_t r = weft_get_unique_id(&id);
   std::string all;
+  if (r != WEFT_SUCCESS) all = "weft_get_unique_id: " + describe(r, nullptr) + "\n";
+  for (int i = 0; i < n; ++i) {
+    if (r == WEFT_SUCCESS && write(idFds[i], &id, sizeof id) != static_cast<ssize_t>(sizeof id))
+      all += "rank " + std::to_string(i) + ": cannot hand it the unique id\n";
+    close(idFds[i]);
+  }
   for (int i = 0; i < n; ++i) {
     std::string msg;
     char buf[4096];
@@ -106,7 +132,7 @@ inline std::string runProcesses(int n, const Body& body, const std::vector<std::
       msg += " (killed by signal " + std::to_string(WTERMSIG(status)) + ")";
     else if (WEXITSTATUS(status) != 0 && msg.empty())
       msg = "exit status " + std::to_string(WEXITSTATUS(status));
-    if (!msg.empty()) all += "rank " + std::to_string(i) + ": " + msg + "\n";
+    if (!msg.empty() && r == WEFT_SUCCESS) all += "rank " + std::to_string(i) + ": " + msg + "\n";
   }
   return all;
 }

@@ -91,11 +91,12 @@ void runAlgo(const AlgoCase& a, int n, bool processes, const std::vector<std::st
 
 }  // namespace
 
-TEST_CASE("algorithms: each one forced over shm FIFOs - processes", "[coll][algo][shm]") {
+TEST_CASE("algorithms: each one forced over shm FIFOs - processes",
+          "[coll][algo][shm][processes]") {
   for (const AlgoCase& a : kAlgoCases) runAlgo(a, 3, true, {"WEFT_TRANSPORTS=shm"});
 }
 
-TEST_CASE("algorithms: each one forced over tcp - processes", "[coll][algo][tcp]") {
+TEST_CASE("algorithms: each one forced over tcp - processes", "[coll][algo][tcp][processes]") {
   for (const AlgoCase& a : kAlgoCases)
     runAlgo(a, 3, true, {"WEFT_TRANSPORTS=tcp", "WEFT_SOCKET_IFNAME=lo"});
 }
@@ -110,7 +111,8 @@ TEST_CASE("algorithms: each one forced over tcp - 4 threads", "[coll][algo][thre
 }
 
 #ifdef WEFT_HAVE_UCX
-TEST_CASE("algorithms: each one forced over ucx - 4 processes (UCX_TLS=tcp)", "[coll][algo][ucx]") {
+TEST_CASE("algorithms: each one forced over ucx - 4 processes (UCX_TLS=tcp)",
+          "[coll][algo][ucx][processes]") {
   for (const AlgoCase& a : kAlgoCases)
     runAlgo(a, 4, true, {"WEFT_TRANSPORTS=ucx", "UCX_TLS=tcp", "WEFT_TIMEOUT_S=30"});
 }

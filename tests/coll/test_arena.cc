@@ -164,7 +164,7 @@ TEST_CASE("arena: a rank that stops calling times out naming it", "[coll][arena]
 }
 
 TEST_CASE("arena: single-copy broadcast - allgather and alltoall - processes and threads",
-          "[coll][arena][direct]") {
+          "[coll][arena][direct][processes]") {
   // WEFT_SHM_DIRECT_MIN=1: every broadcast and allgather reads the owners'
   // buffers in place (process_vm_readv between processes, memcpy between
   // threads), in place or not, from every root, odd sizes included.

@@ -79,7 +79,7 @@ TEST_CASE("collectives: processes over tcp", "[coll][processes][tcp]") {
   }
 }
 
-TEST_CASE("collectives: large messages pipelined over several chunks", "[coll][large]") {
+TEST_CASE("collectives: large messages pipelined over several chunks", "[coll][large][processes]") {
   // 16 Mi floats (64 MiB) allreduce over 4 processes, and 64 Mi int8
   // elements over tcp; chunks of 256 KiB so hundreds of chunks are in flight.
   std::string err = runProcesses(

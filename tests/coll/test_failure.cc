@@ -161,7 +161,7 @@ TEST_CASE("failure: a lone blocking call over tcp times out naming the rank that
 }
 
 TEST_CASE("failure: the async-error poll answers at once while another thread waits in a call",
-          "[failure][timeout]") {
+          "[failure][timeout][timing]") {
   // A watchdog thread polls weft_comm_get_async_error while the main one
   // is blocked in an allreduce that rank 1 never joins: each poll returns
   // "in progress" at once; after the timeout it returns the error.
@@ -271,7 +271,7 @@ TEST_CASE("failure: a rank that never joins times out naming it", "[failure][tim
 }
 
 TEST_CASE("failure: a peer that aborts and lives on fails the others at once - naming it",
-          "[failure][abort]") {
+          "[failure][abort][processes]") {
   // Rank 0's watchdog aborts its communicator while rank 1 waits in an
   // allreduce for it; rank 0's process stays alive (its pid answers), so
   // only what the abort tells the transport can end rank 1's wait before

@@ -168,27 +168,32 @@ void runMixed(int n, std::vector<std::string> env, bool expectFused) {
 
 }  // namespace
 
-TEST_CASE("fusion: every datatype and op fused over shm with 2 ranks", "[coll][fusion]") {
+TEST_CASE("fusion: every datatype and op fused over shm with 2 ranks",
+          "[coll][fusion][processes]") {
   runMixed(2, {"WEFT_TRANSPORTS=shm", "WEFT_FUSION_THRESHOLD=8K"}, true);
 }
 
-TEST_CASE("fusion: every datatype and op fused over shm FIFOs with 3 ranks", "[coll][fusion]") {
+TEST_CASE("fusion: every datatype and op fused over shm FIFOs with 3 ranks",
+          "[coll][fusion][processes]") {
   runMixed(3, {"WEFT_TRANSPORTS=shm", "WEFT_SHM_ARENA_CHUNK=0", "WEFT_FUSION_THRESHOLD=8K"}, true);
 }
 
-TEST_CASE("fusion: every datatype and op fused over tcp with 4 ranks", "[coll][fusion]") {
+TEST_CASE("fusion: every datatype and op fused over tcp with 4 ranks",
+          "[coll][fusion][processes]") {
   runMixed(4, {"WEFT_TRANSPORTS=tcp", "WEFT_SOCKET_IFNAME=lo", "WEFT_FUSION_THRESHOLD=8K"}, true);
 }
 
-TEST_CASE("fusion: the default threshold fuses over tcp with 2 ranks", "[coll][fusion]") {
+TEST_CASE("fusion: the default threshold fuses over tcp with 2 ranks",
+          "[coll][fusion][processes]") {
   runMixed(2, {"WEFT_TRANSPORTS=tcp", "WEFT_SOCKET_IFNAME=lo"}, true);
 }
 
-TEST_CASE("fusion: WEFT_FUSION_THRESHOLD=0 fuses nothing", "[coll][fusion]") {
+TEST_CASE("fusion: WEFT_FUSION_THRESHOLD=0 fuses nothing", "[coll][fusion][processes]") {
   runMixed(3, {"WEFT_TRANSPORTS=shm", "WEFT_FUSION_THRESHOLD=0"}, false);
 }
 
-TEST_CASE("fusion: one rank with fusion off turns it off on every rank", "[coll][fusion]") {
+TEST_CASE("fusion: one rank with fusion off turns it off on every rank",
+          "[coll][fusion][processes]") {
   // The ranks agree on the smallest threshold at init; if they did not,
   // rank 0's fused ops would meet rank 1's single ones and fail.
   Timelines tl;
@@ -232,7 +237,8 @@ TEST_CASE("fusion: aliased buffers read every input before writing a result", "[
   CHECK(err == "");
 }
 
-TEST_CASE("fusion: float sums equal the unfused calls bit for bit with 2 ranks", "[coll][fusion]") {
+TEST_CASE("fusion: float sums equal the unfused calls bit for bit with 2 ranks",
+          "[coll][fusion][processes]") {
   // With 2 ranks every algorithm computes a + b, so fusion (which may pick
   // another algorithm for the larger op) changes no bit of random floats.
   const std::string err = wtest::runProcesses(
@@ -264,7 +270,7 @@ TEST_CASE("fusion: float sums equal the unfused calls bit for bit with 2 ranks",
 }
 
 TEST_CASE("fusion: WEFT_REPRO=ordered results equal the unfused calls bit for bit",
-          "[coll][fusion][repro]") {
+          "[coll][fusion][repro][processes]") {
   // Order-exposing floats over 4 ranks: any change of summation order
   // shows, and the ordered mode fixes it whatever op fusion builds.
   for (const char* tx : {"shm", "tcp"}) {
@@ -299,7 +305,7 @@ TEST_CASE("fusion: WEFT_REPRO=ordered results equal the unfused calls bit for bi
 }
 
 TEST_CASE("fusion: calls over 8 KiB are fused over tcp but not on the shm arena",
-          "[coll][fusion][arena]") {
+          "[coll][fusion][arena][processes]") {
   // The arena runs such a call alone faster than its copy in and out of a
   // fusion buffer (Comm::fusionMaxCall). Tagged [arena]: without the arena
   // (WEFT_SHM_ARENA_CHUNK=0, coll.async-local-steps) shm fuses them too.

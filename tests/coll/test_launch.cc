@@ -99,7 +99,8 @@ TEST_CASE("launch: init_env without a launcher says what is missing", "[launch][
 // Two network namespaces joined by a veth pair, with test-only addresses
 // that exist only inside them: ranks 0,1 in host A, ranks 2,3 in host B.
 // Inside a host the ranks use shm, across hosts tcp.
-TEST_CASE("launch: ranks on two hosts (network namespaces) over tcp", "[launch][netns]") {
+TEST_CASE("launch: ranks on two hosts (network namespaces) over tcp",
+          "[launch][netns][processes]") {
   if (!haveRootAndIp()) {
     WARN("skipped: needs root and iproute2 to create network namespaces");
     return;

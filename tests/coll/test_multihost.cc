@@ -256,7 +256,7 @@ void checkTransports(const Bed& bed, const std::string& run, const std::string& 
 }  // namespace
 
 TEST_CASE("multi-host bed: 3 namespaces x 2 ranks - every collective over tcp and ucx, shm inside",
-          "[coll][netns][multihost]") {
+          "[coll][netns][multihost][processes]") {
   std::string why;
   if (!canCreateNamespaces(&why)) {
     WARN("skipped: " + why);

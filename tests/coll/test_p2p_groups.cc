@@ -139,7 +139,8 @@ TEST_CASE("barrier: nobody leaves before everyone arrived", "[barrier]") {
           }) == "");
 }
 
-TEST_CASE("p2p: send and receive on one buffer in a group (in-place sendrecv)", "[p2p][group]") {
+TEST_CASE("p2p: send and receive on one buffer in a group (in-place sendrecv)",
+          "[p2p][group][processes]") {
   // Larger than the shm FIFO, so the receive would overwrite data still to be sent.
   REQUIRE(runProcesses(3, [](weft_comm_t c, int r, int n) -> std::string {
             const size_t count = 4u << 20;

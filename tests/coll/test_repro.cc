@@ -233,7 +233,8 @@ TEST_CASE("repro: ordered results as threads of one process", "[coll][repro]") {
   CHECK(err == "");
 }
 
-TEST_CASE("repro: ranks with different modes fail at init on every rank", "[coll][repro]") {
+TEST_CASE("repro: ranks with different modes fail at init on every rank",
+          "[coll][repro][processes]") {
   const std::string err = wtest::runProcesses(
       3, [](weft_comm_t, int, int) { return std::string("init should have failed"); },
       {"WEFT_TRANSPORTS=shm"}, 60,
@@ -246,7 +247,7 @@ TEST_CASE("repro: ranks with different modes fail at init on every rank", "[coll
   CHECK(err.find("init should have failed") == std::string::npos);
 }
 
-TEST_CASE("repro: a value that is not a mode is refused at init", "[coll][repro]") {
+TEST_CASE("repro: a value that is not a mode is refused at init", "[coll][repro][processes]") {
   const std::string err = wtest::runProcesses(
       2, [](weft_comm_t, int, int) { return std::string("init should have failed"); },
       {"WEFT_TRANSPORTS=shm", "WEFT_REPRO=orderd", "WEFT_BOOTSTRAP_TIMEOUT_S=20"}, 60);

@@ -51,7 +51,7 @@ std::vector<std::unique_ptr<ScopedEnv>> setAll(const std::vector<std::string>& e
 }  // namespace
 
 TEST_CASE("topology: ring allreduce follows the file's NVLink ring - threads and processes",
-          "[coll][topo]") {
+          "[coll][topo][processes]") {
   char tmpl[] = "/tmp/weft-topo-XXXXXX";
   REQUIRE(mkdtemp(tmpl) != nullptr);
   const std::string dir = tmpl;
@@ -92,7 +92,7 @@ TEST_CASE("topology: ring allreduce follows the file's NVLink ring - threads and
 }
 
 TEST_CASE("topology: ranks pinned two per core chain by core and fold their pairs - processes",
-          "[coll][topo]") {
+          "[coll][topo][processes]") {
   // Two CPUs this process may use; 4 ranks pinned round-robin to them.
   cpu_set_t allowed;
   REQUIRE(sched_getaffinity(0, sizeof allowed, &allowed) == 0);

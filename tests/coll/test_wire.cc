@@ -221,7 +221,7 @@ TEST_CASE("wire: over shm FIFOs the hops compress too", "[coll][wire]") {
   run({"shm FIFOs", {"WEFT_TRANSPORTS=shm", "WEFT_SHM_ARENA_CHUNK=0"}, true}, 3, WEFT_WIRE_BF16);
 }
 
-TEST_CASE("wire: shm and tcp hops mixed - two hosts of two ranks", "[coll][wire]") {
+TEST_CASE("wire: shm and tcp hops mixed - two hosts of two ranks", "[coll][wire][processes]") {
   // weft tells hosts apart by hostname (and network namespace): each child
   // takes its own UTS namespace and a hostname per pair, so ranks 0-1 and
   // 2-3 talk over shm and the pairs over tcp, in one ring. Needs root.
@@ -363,10 +363,10 @@ std::string noneOnCompressingComm(weft_comm_t comm, int rank, int n) {
 }  // namespace
 
 TEST_CASE("wire: per-call ops alone and in groups and refused where they do not apply",
-          "[coll][wire]") {
+          "[coll][wire][processes]") {
   for (int n : {2, 3}) CHECK(wtest::runProcesses(n, perCallOps, kTcp, 300) == "");
 }
 
-TEST_CASE("wire: a NONE op runs uncompressed on a compressing comm", "[coll][wire]") {
+TEST_CASE("wire: a NONE op runs uncompressed on a compressing comm", "[coll][wire][processes]") {
   CHECK(wtest::runProcesses(3, noneOnCompressingComm, with(kTcp, "WEFT_WIRE=bf16"), 120) == "");
 }

@@ -15,19 +15,31 @@ namespace {
 
 int gAllocs = 0;
 bool gFail = false;
+// The blocks hostAlloc made: the cache never frees one (weft's lives as
+// long as the process), so the test does at its end (LeakSanitizer).
+std::vector<void*> gBlocks;
 
 Status hostAlloc(ScratchCache::Kind, size_t bytes, void** out) {
   if (gFail) return Status(WEFT_ERR_CUDA, "cudaMalloc: out of memory (test)");
   ++gAllocs;
   *out = malloc(bytes);
+  gBlocks.push_back(*out);
   return Status();
 }
+
+struct FreeBlocksAtEnd {
+  ~FreeBlocksAtEnd() {
+    for (void* p : gBlocks) free(p);
+    gBlocks.clear();
+  }
+};
 
 }  // namespace
 
 TEST_CASE("scratch cache: a block let go serves the next op of its size class", "[cuda-rules]") {
   gAllocs = 0;
   gFail = false;
+  FreeBlocksAtEnd freeBlocks;
   ScratchCache c(&hostAlloc);
   CHECK(ScratchCache::sizeClass(1) == 4096);
   CHECK(ScratchCache::sizeClass(4097) == 8192);

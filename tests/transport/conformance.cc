@@ -303,7 +303,7 @@ TEST_CASE("transport: groups of 3 ranks with everyone sending to everyone", "[tr
 }
 
 TEST_CASE("transport: a peer killed with SIGKILL is reported and never hangs the survivor",
-          "[transport]") {
+          "[transport][processes]") {
   Kind kind = GENERATE(from_range(withOptional({Kind::Shm, Kind::Tcp})));
   bool bigSend = GENERATE(true, false);
   INFO(kindName(kind) << (bigSend ? " / survivor blocked in a 64 MiB send"

@@ -123,7 +123,7 @@ TEST_CASE("shm: segments are gone when connect never happens or fails", "[transp
   }
 }
 
-TEST_CASE("shm: a peer dying during connect is reported at once", "[transport][shm]") {
+TEST_CASE("shm: a peer dying during connect is reported at once", "[transport][shm][processes]") {
   GroupSpec s = groupSpec(Kind::Shm, Mode::Procs);
   s.mayDieBySigkill = 1;
   expectPass(runGroup(s, [](Rank& r) -> std::string {
