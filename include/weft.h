@@ -123,9 +123,10 @@ weft_result_t weft_get_version(int *version);
 const char *weft_get_build_info(void);
 /* A static string naming a result code; never NULL. */
 const char *weft_get_error_string(weft_result_t result);
-/* The last error message: of `comm` when non-NULL, else of the calling
- * thread. Empty string when there was none. The string is owned by weft and
- * stays valid until the next weft call on that comm / thread. */
+/* The last error message: of `comm` when non-NULL (whichever thread's call
+ * on it failed last), else of the calling thread. Empty string when there
+ * was none. The string is owned by weft: a copy for the calling thread,
+ * valid until its next weft call. */
 const char *weft_get_last_error(weft_comm_t comm);
 
 /* ---- Communicators ----------------------------------------------------- */

@@ -153,7 +153,12 @@ class Comm {
   std::string lastDevicePath;  // the last decision logged (stream_calls.cc), under `mu`
 
   Mutex mu;
-  std::string lastError;  // of the API calls on this comm
+  // The last error of the API calls on this comm, written by whichever
+  // thread's call failed (a watchdog's weft_comm_get_async_error beside a
+  // blocking call's): under lastErrorMu; weft_get_last_error hands out a
+  // per-thread copy.
+  std::string lastError;
+  std::mutex lastErrorMu;
 
   // Ops made by weft_op_create_premul_sum (api_premul.cc): op value
   // WEFT_NUM_OPS + index. Under `mu`.

@@ -105,7 +105,10 @@ std::shared_ptr<Comm> lookupComm(weft_comm_t c, Status* st) {
 
 weft_result_t setError(Comm* comm, const Status& st) {
   tlsLastError = st.message();
-  if (comm) comm->lastError = st.message();
+  if (comm) {
+    std::lock_guard<std::mutex> lk(comm->lastErrorMu);
+    comm->lastError = st.message();
+  }
   return st.code();
 }
 
@@ -170,7 +173,14 @@ const char* weft_get_last_error(weft_comm_t comm) {
   if (comm) {
     Status st;
     std::shared_ptr<Comm> c = lookupComm(comm, &st);
-    if (c) return c->lastError.c_str();
+    if (c) {
+      // A copy of this thread's own: another thread may set the comm's at
+      // any time. Valid until this thread's next call.
+      thread_local std::string copy;
+      std::lock_guard<std::mutex> lk(c->lastErrorMu);
+      copy = c->lastError;
+      return copy.c_str();
+    }
   }
   return tlsLastError.c_str();
 }
