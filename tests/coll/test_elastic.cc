@@ -275,20 +275,29 @@ TEST_CASE("elastic: a stopped (hung) rank is left out and woken its calls fail a
   struct Case {
     std::string tp;
     int nranks, victim;  // victim 0: the would-be coordinator
+    Kind kind;           // what every rank calls in a loop
   };
-  for (const Case& k : {Case{"WEFT_TRANSPORTS=shm", 4, 0}, Case{"WEFT_TRANSPORTS=shm", 4, 2},
-                        Case{"WEFT_TRANSPORTS=tcp", 4, 0}, Case{"WEFT_TRANSPORTS=tcp", 4, 2},
-                        Case{"WEFT_TRANSPORTS=tcp", 8, 5}}) {
+  std::vector<Case> cases = {{"WEFT_TRANSPORTS=shm", 4, 0, Kind::Allreduce},
+                             {"WEFT_TRANSPORTS=shm", 4, 2, Kind::Allreduce},
+                             {"WEFT_TRANSPORTS=tcp", 4, 0, Kind::Allreduce},
+                             {"WEFT_TRANSPORTS=tcp", 4, 2, Kind::Allreduce},
+                             {"WEFT_TRANSPORTS=tcp", 8, 5, Kind::Allreduce}};
+  for (Kind kind : {Kind::Broadcast, Kind::Reduce, Kind::Allgather, Kind::ReduceScatter,
+                    Kind::Alltoall, Kind::Barrier, Kind::P2p})
+    cases.push_back({"WEFT_TRANSPORTS=tcp", 4, 2, kind});
+  for (const Case& k : cases) {
     const std::string tp = k.tp;
     const int victim = k.victim;
+    const Kind kind = k.kind;
     {
-      INFO(tp << ", " << k.nranks << " ranks, victim " << victim);
+      INFO(tp << ", " << k.nranks << " ranks, victim " << victim << ", " << kindName(kind));
       ElasticRun run;
       run.nranks = k.nranks;
       run.env = envFor(tp, "3");
       run.stopped = {victim};
-      run.body = [victim](weft_comm_t c, int me, int n) -> std::string {
-        std::vector<float> a(4096, 1.0f), b(a.size());
+      run.body = [victim, kind](weft_comm_t c, int me, int n) -> std::string {
+        const size_t k = 1024;
+        std::vector<float> a(k * n, 1.0f), b(a.size());
         std::atomic<bool> woke{false};
         Clock::time_point wokeAt;
         std::thread stopper;
@@ -303,11 +312,15 @@ TEST_CASE("elastic: a stopped (hung) rank is left out and woken its calls fail a
         weft_result_t r = WEFT_SUCCESS;
         for (long i = 0; r == WEFT_SUCCESS && i < 100000000; ++i) {
           const auto t0 = Clock::now();
-          r = weft_allreduce(a.data(), b.data(), a.size(), WEFT_FLOAT32, WEFT_SUM, c, nullptr);
-          // The op in flight across the stop (which lasts far past the 3 s
-          // timeout), or one begun after it, must not succeed.
-          if (r == WEFT_SUCCESS && (secondsSince(t0) > 3 || (woke && t0 >= wokeAt)))
-            err = "an allreduce succeeded after the others had given up on this rank";
+          r = callKind(kind, c, me, n, a, b, k);
+          // An op begun after the stop must not succeed, nor (allreduce) the
+          // one in flight across it, which lasts far past the 3 s timeout.
+          // (Other kinds may have finished this rank's part, a last send,
+          // just before the stop, and return after it.)
+          const bool across = kind == Kind::Allreduce && secondsSince(t0) > 3;
+          if (r == WEFT_SUCCESS && (across || (woke && t0 >= wokeAt)))
+            err = std::string("a ") + kindName(kind) +
+                  " succeeded after the others had given up on this rank";
           if (!err.empty()) break;
         }
         if (me == victim) {
