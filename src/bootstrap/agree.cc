@@ -170,7 +170,8 @@ class Agreement {
         markGone(c, "closed the connection (" + st.message() + ")");
         return Status::ok();
       }
-      if (f.from != c || f.attempt != p_.attempt || f.kind == Kind::Propose) {
+      if (f.from != c || f.attempt != p_.attempt ||
+          (f.kind != Kind::Wait && f.kind != Kind::Decide && f.kind != Kind::Excluded)) {
         markGone(c, "answered out of turn");
         return Status::ok();
       }

@@ -39,7 +39,7 @@ std::string encode(const Key& key, uint64_t commId, const Frame& f) {
   if (f.kind == Kind::Propose || f.kind == Kind::Decide) {
     const uint32_t n = static_cast<uint32_t>(f.ranks.size());
     payload.append(reinterpret_cast<const char*>(&n), sizeof n);
-    payload.append(reinterpret_cast<const char*>(f.ranks.data()), n * sizeof(int32_t));
+    if (n > 0) payload.append(reinterpret_cast<const char*>(f.ranks.data()), n * sizeof(int32_t));
   }
   Header h{};
   h.magic = kMagic;
@@ -95,7 +95,7 @@ std::string decode(const Key& key, const uint8_t* header, const uint8_t* payload
     if (n > static_cast<uint32_t>(nranks) || len != at + 4 * static_cast<size_t>(n))
       return strFormat("%u ranks in a payload of %zu bytes", n, len);
     f.ranks.resize(n);
-    memcpy(f.ranks.data(), payload + at, 4 * static_cast<size_t>(n));
+    if (n > 0) memcpy(f.ranks.data(), payload + at, 4 * static_cast<size_t>(n));
     for (int32_t r : f.ranks)
       if (r < 0 || r >= nranks) return strFormat("rank %d is outside [0, %d)", r, nranks);
   } else if (len != 0) {
