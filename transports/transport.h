@@ -38,6 +38,7 @@
 #include "core/cpu.h"
 #include "core/hmac.h"
 #include "core/status.h"
+#include "transports/base/fault_plan.h"
 
 namespace weft {
 namespace shm {
@@ -110,6 +111,9 @@ struct TransportContext {
   // src/topo/nic_choice.h), "" when it knows none. ibverbs and ucx use it
   // unless WEFT_IB_HCA or UCX_NET_DEVICES say otherwise.
   std::string rdmaNic;
+  // Test builds: the faults WEFT_TEST_FAULTS asks this rank's transports to
+  // inject (transports/base/fault_plan.h); null otherwise.
+  std::shared_ptr<FaultPlan> faults;
 };
 
 // The peers a transport is for, which tells the cost model (src/algo/

@@ -20,6 +20,9 @@ std::string buildInfo() {
   const bool cuda = weft::cuda::cudaBuilt();
   if (cuda) s += ",cuda_ipc";
   s += cuda ? " cuda=yes" : " cuda=no";
+#ifdef WEFT_TEST_HOOKS
+  s += " test_hooks=yes";  // WEFT_TEST_* honoured (a test build; docs/env.md)
+#endif
   return s;
 }
 

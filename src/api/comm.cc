@@ -154,6 +154,7 @@ Status Comm::setUpTransports() {
   ctx.config = cfg_;
   ctx.peers = peers_;
   ctx.rdmaNic = topo::rdmaNicName(topo_.view, topo_.localRank);
+  WEFT_RETURN_IF_ERROR(FaultPlan::make(cfg_.testFaults, cfg_.testFaultSeed, rank_, &ctx.faults));
 
   // Candidates in order of preference; each peer takes the first that reaches it.
   std::vector<std::unique_ptr<Transport>> cands;

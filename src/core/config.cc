@@ -1,5 +1,6 @@
 #include "core/config.h"
 
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -120,6 +121,8 @@ Config Config::fromEnv() {
 #ifdef WEFT_TEST_HOOKS
   c.testThrottleMBps = envDouble("WEFT_TEST_THROTTLE_MBPS", 0);
   c.testAsyncLocalUs = envLong("WEFT_TEST_ASYNC_LOCAL_US", -1, -1, 1000000);
+  c.testFaults = envStr("WEFT_TEST_FAULTS");
+  c.testFaultSeed = static_cast<uint64_t>(envLong("WEFT_TEST_FAULT_SEED", 1, 0, LONG_MAX));
   // Local steps exist only in schedules: the arena (which has none) is off.
   if (c.testAsyncLocalUs >= 0) c.shmArenaChunk = 0;
 #endif

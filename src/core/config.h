@@ -51,6 +51,8 @@ struct Config {
   std::string flightRecorderPath;  // WEFT_FLIGHT_RECORDER_FILE: there instead of the log, %r = rank
   double testThrottleMBps = 0;     // WEFT_TEST_THROTTLE_MBPS: test builds: cap sends per rank
   long testAsyncLocalUs = -1;      // WEFT_TEST_ASYNC_LOCAL_US: test builds: local steps on a worker
+  std::string testFaults;          // WEFT_TEST_FAULTS: test builds: faults to inject (fault_plan.h)
+  uint64_t testFaultSeed = 1;      // WEFT_TEST_FAULT_SEED: test builds: their random draws
 
   // Reads every WEFT_* variable; unknown values fall back to defaults with a warning.
   static Config fromEnv();

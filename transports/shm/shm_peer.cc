@@ -1,7 +1,9 @@
 #include "transports/shm/shm_peer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "transports/shm/arena.h"
 
@@ -36,6 +38,15 @@ bool ShmPeer::pushSend(Op& op) {
     s->partLen = part;
     s->seq = sendSeq_;
     s->stamp = op.c->stamp;
+    if (faults_ && op.off == 0 && faults_->fire(FaultKind::Corrupt, "shm send")) {
+      const uint64_t r = faults_->draw();
+      switch (r % 4) {
+        case 0: flipBit(&s->tag, sizeof s->tag, r >> 8); break;
+        case 1: flipBit(&s->msgLen, sizeof s->msgLen, r >> 8); break;
+        case 2: flipBit(&s->partLen, sizeof s->partLen, r >> 8); break;
+        default: flipBit(&s->seq, sizeof s->seq, r >> 8); break;
+      }
+    }
     if (part) memcpy(Segment::payload(s), op.buf + op.off, part);
     op.off += part;
     ++head_;
@@ -86,8 +97,23 @@ Status ShmPeer::pullRecv(Op& op, bool* done) {
   return Status::ok();
 }
 
+Status ShmPeer::injectAtSend() {
+  if (faults_->fire(FaultKind::Delay, "shm send"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(faults_->delayMs()));
+  if (!faults_->fire(FaultKind::Drop, "shm send")) return Status::ok();
+  // As the peer sees a channel whose owner ended its communicator.
+  Status st = fail(Status(WEFT_ERR_REMOTE,
+                          strFormat("shm channel from rank %d to %s dropped by fault injection "
+                                    "(WEFT_TEST_FAULTS)",
+                                    rank_, peerDesc_.c_str())));
+  for (Segment* seg : {out_.get(), in_.get()})
+    if (seg && seg->header()) seg->header()->closed.store(1, std::memory_order_release);
+  return st;
+}
+
 Status ShmPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
   if (state_.refuses(mem)) return state_.checkPost(mem);
+  if (faults_) WEFT_RETURN_IF_ERROR(injectAtSend());
   Op op{static_cast<char*>(const_cast<void*>(buf)), len, 0, tag, c};
   if (sends_.empty() && pushSend(op)) {
     c->finish();

@@ -44,6 +44,8 @@ class ShmPeer {
   void abort();
   // Rings the peer's doorbell (if it sleeps) after each publish.
   void setWaker(Arena* a) { waker_ = a; }
+  // Test builds: the faults to inject (transports/base/fault_plan.h).
+  void setFaults(std::shared_ptr<FaultPlan> f) { faults_ = std::move(f); }
   // Something arrived or room was freed for a pending operation since the
   // last progress(): the engine must not sleep.
   bool hasNews() const;
@@ -53,6 +55,7 @@ class ShmPeer {
 
   bool pushSend(Op& op);                // true once the whole message is in slots
   Status pullRecv(Op& op, bool* done);  // copies out what has arrived
+  Status injectAtSend();                // fault injection: delay, drop
 
   int rank_;
   int peer_;
@@ -81,6 +84,7 @@ class ShmPeer {
   RingQueue<Op> sends_;
   RingQueue<Op> recvs_;
   PeerState state_;
+  std::shared_ptr<FaultPlan> faults_;
   Arena* waker_ = nullptr;
   void wakePeer();
 };

@@ -256,6 +256,7 @@ Status ShmTransport::connectImpl(const std::vector<int>& peers,
   for (int p : peers) {
     peers_[p] = std::make_shared<ShmPeer>(ctx_.rank, p, describe(p), std::move(out[p]),
                                           std::move(incoming_[p]));
+    peers_[p]->setFaults(ctx_.faults);
     (*eps)[p] = std::make_unique<ShmEndpoint>(peers_[p]);
     active_.push_back(peers_[p].get());
   }

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cerrno>
 #include <cstring>
 
@@ -18,6 +20,29 @@ namespace {
 constexpr int kMaxIov = 64;
 constexpr size_t kHdr = sizeof(PartHeader);
 constexpr size_t kSpill = 64 << 10;
+
+// Fault injection (short): cuts an iovec array to its first `limit` bytes.
+int clipIov(iovec* iov, int cnt, size_t limit) {
+  for (int i = 0; i < cnt; ++i) {
+    if (iov[i].iov_len >= limit) {
+      iov[i].iov_len = limit;
+      return i + 1;
+    }
+    limit -= iov[i].iov_len;
+  }
+  return cnt;
+}
+
+// Fault injection (corrupt): one bit of a field the receiver checks.
+void corruptHeader(PartHeader* h, uint64_t r) {
+  switch (r % 5) {
+    case 0: flipBit(&h->magic, sizeof h->magic, r >> 8); break;
+    case 1: flipBit(&h->seq, sizeof h->seq, r >> 8); break;
+    case 2: flipBit(&h->tag, sizeof h->tag, r >> 8); break;
+    case 3: flipBit(&h->msgLen, sizeof h->msgLen, r >> 8); break;
+    default: flipBit(&h->partLen, sizeof h->partLen, r >> 8); break;
+  }
+}
 
 }  // namespace
 
@@ -48,6 +73,14 @@ TcpPeer::~TcpPeer() {
 
 Status TcpPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
   if (state_.refuses(mem)) return state_.checkPost(mem);
+  if (faults_) {
+    if (faults_->fire(FaultKind::Delay, "tcp send"))
+      std::this_thread::sleep_for(std::chrono::milliseconds(faults_->delayMs()));
+    if (faults_->fire(FaultKind::Drop, "tcp send")) {
+      hangUp();
+      return lost("dropped by fault injection (WEFT_TEST_FAULTS)");
+    }
+  }
   const uint64_t seq = sendSeq_++;
   const int n = numParts(len, nsocks_);
   sendOps_.push_back({c, n});
@@ -61,6 +94,8 @@ Status TcpPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem,
     partRange(len, n, j, &off, &plen);
     SendPart p;
     p.hdr = PartHeader{kDataMagic, static_cast<uint32_t>(seq), tag, len, plen, c->stamp};
+    if (faults_ && j == 0 && faults_->fire(FaultKind::Corrupt, "tcp send"))
+      corruptHeader(&p.hdr, faults_->draw());
     p.data = static_cast<const char*>(buf) + off;
     p.len = plen;
     p.done = 0;
@@ -150,6 +185,8 @@ Status TcpPeer::flushSend(Stream& s) {
         total += p.len - dataDone;
       }
     }
+    if (faults_ && faults_->fire(FaultKind::Short, "tcp write"))
+      cnt = clipIov(iov, cnt, 1 + faults_->draw() % 64);
     msghdr m{};
     m.msg_iov = iov;
     m.msg_iovlen = static_cast<size_t>(cnt);
@@ -272,6 +309,8 @@ Status TcpPeer::flushRecv(Stream& s, int sock) {
       iov[cnt++] = {s.spill.data(), kSpill};
     }
     if (cnt == 0) return Status::ok();
+    if (faults_ && faults_->fire(FaultKind::Short, "tcp read"))
+      cnt = clipIov(iov, cnt, 1 + faults_->draw() % 64);
     ssize_t n = readv(s.fd, iov, cnt);
     if (n < 0) {
       if (errno == EINTR) continue;

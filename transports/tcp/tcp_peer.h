@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,8 @@ class TcpPeer {
   // peer sees the connection closed at once (Transport::stoppedAtMismatch).
   void hangUp();
   const Status& failed() const { return state_.failed(); }
+  // Test builds: the faults to inject (transports/base/fault_plan.h).
+  void setFaults(std::shared_ptr<FaultPlan> f) { faults_ = std::move(f); }
 
  private:
   struct SendPart {
@@ -133,6 +136,7 @@ class TcpPeer {
   int64_t* pending_;
   uint64_t* activity_;
   PeerState state_;
+  std::shared_ptr<FaultPlan> faults_;
 };
 
 }  // namespace tcp

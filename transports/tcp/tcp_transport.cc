@@ -119,6 +119,7 @@ Status TcpTransport::connect(const std::vector<int>& peers, const std::vector<st
     peers_[p] = std::make_shared<TcpPeer>(ctx_.rank, p, addrs[p], fds[p], epfd_, &pending_,
                                           &activity_);
     WEFT_RETURN_IF_ERROR(peers_[p]->failed());
+    peers_[p]->setFaults(ctx_.faults);
     (*eps)[p] = std::make_unique<TcpEndpoint>(peers_[p]);
   }
   WEFT_INFO(kTransport, "tcp transport: rank %d connected to %zu peers, %d sockets each", ctx_.rank,

@@ -1,7 +1,9 @@
 #include "transports/ucx/ucx_peer.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "core/log.h"
 #include "transports/ucx/ucx_tls.h"
@@ -156,11 +158,52 @@ void UcxPeer::endPart(MsgOp* op, int i, ucs_status_ptr_t r, size_t immediateLen)
   }  // else its callback ran in the call
 }
 
+namespace {
+
+// Fault injection (corrupt): one bit of a field the receiver checks.
+void corruptHeader(MsgHeader* h, uint64_t r) {
+  switch (r % 4) {
+    case 0: flipBit(&h->magic, sizeof h->magic, r >> 8); break;
+    case 1: flipBit(&h->seq, sizeof h->seq, r >> 8); break;
+    case 2: flipBit(&h->tag, sizeof h->tag, r >> 8); break;
+    default: flipBit(&h->len, sizeof h->len, r >> 8); break;
+  }
+}
+
+}  // namespace
+
+Status UcxPeer::injectAtSend() {
+  Shared& sh = *sh_;
+  if (sh.faults->fire(FaultKind::Delay, "ucx send"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(sh.faults->delayMs()));
+  if (!sh.faults->fire(FaultKind::Drop, "ucx send")) return Status::ok();
+  fail(Status(WEFT_ERR_REMOTE, strFormat("ucx connection from rank %d to %s dropped by fault "
+                                         "injection (WEFT_TEST_FAULTS)",
+                                         sh.rank, describe().c_str())));
+  // Closed at once, as a connection that breaks: the peer's endpoint fails.
+  ucp_request_param_t prm{};
+  prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+  if (bulkEp_ == ep_) bulkEp_ = nullptr;
+  for (ucp_ep_h* e : {&bulkEp_, &ep_}) {
+    if (!*e) continue;
+    void* r = ucp_ep_close_nbx(*e, &prm);
+    *e = nullptr;
+    if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);  // released when UCX is done with it
+  }
+  return state_.failed();
+}
+
 Status UcxPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem, Completion* c) {
   if (state_.refuses(mem)) return state_.checkPost(mem);
   if (lost_.isError()) {
     fail(lost_);
     return state_.failed();
+  }
+  bool corrupt = false;
+  if (sh_->faults) {
+    WEFT_RETURN_IF_ERROR(injectAtSend());
+    corrupt = sh_->faults->fire(FaultKind::Corrupt, "ucx send");
   }
   if (len <= kImmediate) {
     // A small message UCP can send at once (its eager short path, copied
@@ -169,7 +212,8 @@ Status UcxPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem,
     // cannot take it now (its queue to the peer is busy), it says so
     // without sending, and the message goes the pooled way below.
     alignas(8) char msg[sizeof(MsgHeader) + kImmediate];
-    const MsgHeader h{kHdrMagic, static_cast<uint32_t>(sendSeq_), tag, len, c->stamp};
+    MsgHeader h{kHdrMagic, static_cast<uint32_t>(sendSeq_), tag, len, c->stamp};
+    if (corrupt) corruptHeader(&h, sh_->faults->draw());
     memcpy(msg, &h, sizeof h);
     if (len) memcpy(msg + sizeof h, buf, len);
     ucp_request_param_t prm;
@@ -200,6 +244,7 @@ Status UcxPeer::postSend(const void* buf, size_t len, uint64_t tag, MemType mem,
   live_.push_back(op);
   ++sh_->pending;
   MsgHeader h{kHdrMagic, static_cast<uint32_t>(op->seq), tag, len, c->stamp};
+  if (corrupt) corruptHeader(&h, sh_->faults->draw());
   memcpy(op->slot, &h, sizeof h);
   // Hold a part of our own so that parts finishing inline cannot release
   // the op before both are posted.

@@ -58,6 +58,7 @@ struct Shared {
   uint64_t rounds = 0;         // progress() calls so far
   std::vector<UcxPeer*> lost;  // peers whose endpoint failed
   Status sticky;
+  std::shared_ptr<FaultPlan> faults;  // test builds (transports/base/fault_plan.h)
   MsgOp* takeOp();
   void giveOp(MsgOp* op);
 };
@@ -106,6 +107,8 @@ class UcxPeer {
   static void onError(void* arg, ucp_ep_h ep, ucs_status_t status);
 
  private:
+  // Fault injection at a send: delay, drop (fault_plan.h).
+  Status injectAtSend();
   Status sendPart(MsgOp* op, int i, const void* data, size_t len, Kind k);
   // The error of a send UCP refused, naming the peer.
   Status sendFailed(ucs_status_t st) const;

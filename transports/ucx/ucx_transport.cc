@@ -35,6 +35,7 @@ class UcxTransport : public Transport {
   explicit UcxTransport(const TransportContext& ctx) : ctx_(ctx) {
     hostHash_ = static_cast<size_t>(ctx.rank) < ctx.peers.size() ? ctx.peers[ctx.rank].hostHash : 0;
     sh_.rank = ctx.rank;
+    sh_.faults = ctx.faults;
   }
   ~UcxTransport() override {
     shutdown();
