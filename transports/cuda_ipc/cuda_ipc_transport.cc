@@ -27,27 +27,13 @@
 #include "transports/base/posted_ops.h"
 #include "transports/base/segment_attach.h"
 #include "transports/cuda_ipc/cuda_ipc_peer.h"
+#include "transports/cuda_ipc/cuda_ipc_wire.h"
 #include "transports/shm/shm_segment.h"
 #include "transports/transport.h"
 
 namespace weft {
 namespace cuda_ipc {
 namespace {
-
-constexpr uint32_t kBlobMagic = 0x5743554c;  // "WCUL"
-
-struct BlobHeader {
-  uint32_t magic;
-  int32_t pid;
-  uint64_t hostHash;
-  int32_t nranks;
-  int32_t device;
-};
-// Then, for every rank p: the FIFO this rank receives from p on.
-struct BlobEntry {
-  char handle[cuda::kIpcHandleBytes];  // zero when none
-  uint64_t addr;                       // the same FIFO, for peers in this process
-};
 
 using CudaIpcEndpoint = ForwardingEndpoint<std::shared_ptr<CudaIpcPeer>>;
 
@@ -189,16 +175,10 @@ Status CudaIpcTransport::connectImpl(const std::vector<int>& peers,
     if (p < 0 || p >= ctx_.nranks || p == ctx_.rank || !incoming_[p])
       return invalidArgument(strFormat(
           "cuda_ipc transport: rank %d cannot reach rank %d (not on this host)", ctx_.rank, p));
-    BlobReader in("cuda_ipc", blobs, p);
     BlobHeader h;
-    if (!in.get(&h) || in.left() != static_cast<size_t>(ctx_.nranks) * sizeof(BlobEntry))
-      return in.bad();
-    if (h.magic != kBlobMagic || h.hostHash != hostHash_ || h.nranks != ctx_.nranks)
-      return invalidArgument(
-          strFormat("cuda_ipc transport: address blob of rank %d is not from this host", p));
     BlobEntry e;  // the FIFO rank p receives from this rank on
-    in.skip(static_cast<size_t>(ctx_.rank) * sizeof e);
-    in.get(&e);
+    WEFT_RETURN_IF_ERROR(decodeBlob(blobs, p, ctx_.rank, ctx_.nranks, hostHash_,
+                                    static_cast<int>(getpid()), &h, &e));
     watches_[p] = std::make_unique<shm::PidWatch>();
     watches_[p]->watch(h.pid);
     if (h.pid == getpid()) {

@@ -201,11 +201,7 @@ Status IbPeer::connect(const BlobHeader& remote, const QpAddr* remoteQps, const 
     WEFT_RETURN_IF_ERROR(modify(qps_[k], QpState::Rtr, &r));
     WEFT_RETURN_IF_ERROR(modify(qps_[k], QpState::Rts, nullptr));
   }
-  Header h{};
-  h.magic = kHdrMagic;
-  h.type = static_cast<uint8_t>(MsgType::Hello);
-  h.len = commId;
-  h.rank = sh_->rank;
+  const Header h = helloHeader(commId, sh_->rank);
   const Mac m = helloMac(key, commId, sh_->rank, peer_);
   sendMsg(0, h, m.data(), m.size());
   return state_.failed();
@@ -441,9 +437,13 @@ void IbPeer::onCompletion(const ibv_wc& wc) {
       } else {
         Header h;
         memcpy(&h, recvSlot(qi, slot), sizeof h);
-        if (h.magic != kHdrMagic || wc.byte_len < sizeof h) {
-          fail(Status(WEFT_ERR_REMOTE, strFormat("garbage from %s on ibverbs QP %d to rank %d",
-                                                 describe().c_str(), qi, sh_->rank)));
+        const HeaderFault fault = checkHeader(h, wc.byte_len);
+        if (fault != HeaderFault::kNone) {
+          const char* why = fault == HeaderFault::kGarbage ? ""
+                            : fault == HeaderFault::kType  ? " (unknown message type)"
+                                                           : " (length disagrees with its header)";
+          fail(Status(WEFT_ERR_REMOTE, strFormat("garbage from %s on ibverbs QP %d to rank %d%s",
+                                                 describe().c_str(), qi, sh_->rank, why)));
           return;
         }
         q.credits.grant(h.credits);
@@ -456,9 +456,8 @@ void IbPeer::onCompletion(const ibv_wc& wc) {
             onCts(h);
             break;
           case MsgType::Hello:
-            helloOk_ = h.len == commId_ && h.rank == peer_ && wc.byte_len >= sizeof h + kMacBytes &&
-                       macEqual(reinterpret_cast<const uint8_t*>(recvSlot(qi, slot) + sizeof h),
-                                helloMac(key_, commId_, peer_, sh_->rank).data());
+            helloOk_ = helloOk(h, reinterpret_cast<const uint8_t*>(recvSlot(qi, slot) + sizeof h),
+                               key_, commId_, peer_, sh_->rank);
             if (!helloOk_)
               fail(Status(WEFT_ERR_REMOTE, strFormat("ibverbs: the hello from %s is not from this "
                                                      "job and communicator",

@@ -192,16 +192,9 @@ Status IbTransport::connect(const std::vector<int>& peers, const std::vector<std
     return invalidUsage("ibverbs transport: connect() needs one localAddress() first, once");
   connected_ = true;
   for (int p : peers) {
-    BlobReader in("ibverbs", blobs, p);
     BlobHeader h;
-    if (p < 0 || p >= ctx_.nranks || p == ctx_.rank || !in.get(&h) || h.magic != kBlobMagic ||
-        h.version != kWireVersion || h.nranks != ctx_.nranks || h.nqps < 1 ||
-        in.left() != static_cast<size_t>(h.nranks) * h.nqps * sizeof(QpAddr))
-      return in.bad();
-    // The QPs rank p made for this rank.
-    std::vector<QpAddr> qps(static_cast<size_t>(h.nqps));
-    in.skip(static_cast<size_t>(ctx_.rank) * h.nqps * sizeof(QpAddr));
-    in.getArray(qps.data(), qps.size());
+    std::vector<QpAddr> qps;  // the QPs rank p made for this rank
+    WEFT_RETURN_IF_ERROR(decodeBlob(blobs, p, ctx_.rank, ctx_.nranks, nqps_, &h, &qps));
     WEFT_RETURN_IF_ERROR(peers_[p]->connect(h, qps.data(), ctx_.key, ctx_.commId));
   }
   // Every peer's Hello, bounded by the bootstrap timeout.

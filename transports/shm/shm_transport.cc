@@ -19,19 +19,12 @@
 #include "transports/shm/arena.h"
 #include "transports/shm/shm_peer.h"
 #include "transports/shm/shm_segment.h"
+#include "transports/shm/shm_wire.h"
 #include "transports/transport.h"
 
 namespace weft {
 namespace shm {
 namespace {
-
-constexpr uint32_t kBlobMagic = 0x5753424c;  // "WSBL"
-
-struct Blob {
-  uint32_t magic;
-  int32_t pid;
-  uint64_t hostHash;
-};
 
 using ShmEndpoint = ForwardingEndpoint<std::shared_ptr<ShmPeer>>;
 
@@ -221,12 +214,8 @@ Status ShmTransport::connectImpl(const std::vector<int>& peers,
     if (p < 0 || p >= ctx_.nranks || p == ctx_.rank || !incoming_[p])
       return invalidArgument(strFormat(
           "shm transport: rank %d cannot reach rank %d (not on this host)", ctx_.rank, p));
-    BlobReader in("shm", blobs, p);
     Blob b;
-    if (!in.get(&b) || !in.atEnd()) return in.bad();
-    if (b.magic != kBlobMagic || b.hostHash != hostHash_)
-      return invalidArgument(
-          strFormat("shm transport: address blob of rank %d is not from this host", p));
+    WEFT_RETURN_IF_ERROR(decodeBlob(blobs, p, hostHash_, &b));
     int pid = static_cast<size_t>(p) < ctx_.peers.size() && ctx_.peers[p].pid > 0
                   ? ctx_.peers[p].pid
                   : b.pid;

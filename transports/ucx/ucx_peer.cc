@@ -12,7 +12,6 @@ namespace weft {
 namespace ucx {
 namespace {
 
-constexpr size_t kUnknownLength = ~size_t(0);
 // What a part's request slot holds while UCP is posting it (beginPart).
 char postingMark;
 void* const kPosting = &postingMark;
@@ -334,38 +333,36 @@ void UcxPeer::sweepLost() {
 
 void UcxPeer::checkHeader(MsgOp* op, size_t got) {
   MsgHeader h;
-  if (got != kUnknownLength && got < sizeof h) {
-    op->headerSt =
-        Status(WEFT_ERR_REMOTE, strFormat("garbage from %s on ucx to rank %d: a %zu-byte header",
-                                          describe().c_str(), sh_->rank, got));
-    return;
-  }
-  memcpy(&h, op->slot, sizeof h);
-  if (h.magic != kHdrMagic || h.seq != static_cast<uint32_t>(op->seq)) {
-    op->headerSt =
-        Status(WEFT_ERR_REMOTE, strFormat("garbage from %s on ucx to rank %d: bad header "
-                                          "(magic 0x%08x, message %u, expected %u)",
-                                          describe().c_str(), sh_->rank, h.magic, h.seq,
-                                          static_cast<uint32_t>(op->seq)));
-    return;
-  }
-  if (h.tag != op->tag || h.len != op->len) {
-    op->headerSt = mismatchError("ucx", sh_->rank, peer_, describe(), op->seq, {op->tag, op->len},
-                                 {h.tag, h.len});
-    return;
-  }
-  op->c->stamp = h.stamp;
-  if (op->len <= kInline) {
-    if (got != kUnknownLength && got != sizeof h + op->len) {
+  memcpy(&h, op->slot, sizeof h);  // the slot is larger: garbage at worst, checked below
+  switch (ucx::checkHeader(h, got, op->seq, op->tag, op->len)) {
+    case HeaderFault::kNone:
+      break;
+    case HeaderFault::kShort:
+      op->headerSt =
+          Status(WEFT_ERR_REMOTE, strFormat("garbage from %s on ucx to rank %d: a %zu-byte header",
+                                            describe().c_str(), sh_->rank, got));
+      return;
+    case HeaderFault::kGarbage:
+      op->headerSt =
+          Status(WEFT_ERR_REMOTE, strFormat("garbage from %s on ucx to rank %d: bad header "
+                                            "(magic 0x%08x, message %u, expected %u)",
+                                            describe().c_str(), sh_->rank, h.magic, h.seq,
+                                            static_cast<uint32_t>(op->seq)));
+      return;
+    case HeaderFault::kMismatch:
+      op->headerSt = mismatchError("ucx", sh_->rank, peer_, describe(), op->seq,
+                                   {op->tag, op->len}, {h.tag, h.len});
+      return;
+    case HeaderFault::kInlineLength:
       op->headerSt =
           Status(WEFT_ERR_REMOTE, strFormat("garbage from %s on ucx to rank %d: %zu bytes inline, "
                                             "header says %llu",
                                             describe().c_str(), sh_->rank, got - sizeof h,
                                             static_cast<unsigned long long>(h.len)));
       return;
-    }
-    if (op->len) memcpy(op->buf, op->slot + sizeof h, op->len);
   }
+  op->c->stamp = h.stamp;
+  if (op->len <= kInline && op->len) memcpy(op->buf, op->slot + sizeof h, op->len);
 }
 
 void UcxPeer::partDone(MsgOp* op, int i, ucs_status_t st, size_t got) {

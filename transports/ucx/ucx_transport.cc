@@ -217,15 +217,14 @@ Status UcxTransport::connect(const std::vector<int>& peers, const std::vector<st
   for (int p : peers) {
     if (p < 0 || p >= ctx_.nranks || p == ctx_.rank)
       return invalidArgument(strFormat("ucx transport: rank %d cannot connect to rank %d", ctx_.rank, p));
-    BlobReader in("ucx", blobs, p);
     BlobHeader h;
-    if (!in.get(&h) || h.magic != kBlobMagic || h.version != kWireVersion || in.left() != h.addrLen)
-      return in.bad();
+    const char* addr = nullptr;
+    WEFT_RETURN_IF_ERROR(decodeBlob(blobs, p, &h, &addr));
     std::string host = static_cast<size_t>(p) < ctx_.peers.size() ? ctx_.peers[p].hostname : "?";
     if (host.empty()) host = "?";
     peers_[p] = std::make_unique<UcxPeer>(&sh_, p, host, h.pid, h.hostHash == hostHash_);
     // The worker address: UCP reads it byte by byte (no alignment needed).
-    WEFT_RETURN_IF_ERROR(peers_[p]->open(in.take(h.addrLen), !rdma_ && ctx_.config.ucxFastRndv));
+    WEFT_RETURN_IF_ERROR(peers_[p]->open(addr, !rdma_ && ctx_.config.ucxFastRndv));
   }
   WEFT_RETURN_IF_ERROR(hello(peers));
   if (eps->size() < static_cast<size_t>(ctx_.nranks)) eps->resize(ctx_.nranks);
@@ -255,9 +254,7 @@ Status UcxTransport::hello(const std::vector<int>& peers) {
     q.peer = peers[i / 2];
     q.e = static_cast<int>(i % 2);
     UcxPeer* peer = peers_[q.peer].get();
-    q.out = Hello{kHelloMagic, kWireVersion, ctx_.commId, ctx_.rank, q.peer, q.e, 0, {}};
-    const Mac m = helloMac(ctx_.key, q.out);
-    memcpy(q.out.mac, m.data(), kMacBytes);
+    q.out = makeHello(ctx_.key, ctx_.commId, ctx_.rank, q.peer, q.e);
     q.recv = ucp_tag_recv_nbx(sh_.worker, &q.in, sizeof q.in, ucpTag(q.peer, Kind::Hello, q.e),
                               ~0ull, &none);
     q.send = ucp_tag_send_nbx(q.e ? peer->bulkEp() : peer->ep(), &q.out, sizeof q.out,
@@ -306,14 +303,7 @@ Status UcxTransport::hello(const std::vector<int>& peers) {
                                                    ucs_status_string(st)));
       ucp_request_free(*r);
     }
-    if (result.isOk() &&
-        (q.in.magic != kHelloMagic || q.in.version != kWireVersion ||
-         q.in.commId != ctx_.commId || q.in.rank != q.peer || q.in.to != ctx_.rank ||
-         q.in.endpoint != q.e || !macEqual(q.in.mac, helloMac(ctx_.key, q.in).data())))
-      result = Status(WEFT_ERR_REMOTE,
-                      strFormat("ucx transport: rank %d: the hello from rank %d is not from this "
-                                "job and communicator (its HMAC or fields do not match)",
-                                ctx_.rank, q.peer));
+    if (result.isOk()) result = checkHello(q.in, ctx_.key, ctx_.commId, q.peer, ctx_.rank, q.e);
   }
   return result;
 }

@@ -19,12 +19,21 @@
 // allreduce on 4 ranks over UCX_TLS=tcp took 308-359 us, with 64 KiB
 // 189-216 (Open MPI's UCX PML 221-312); 32-128 KiB on 2 ranks went from
 // 0.8-1.1x to 1.4-1.7x Open MPI. Each op in flight holds one slot.
+//
+// The checks of what a peer sends (decodeBlob, checkHello, checkHeader) are
+// pure functions here, free of UCX, so that tests/fuzz/fuzz_ucx_wire.cc
+// calls them as the transport does.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
 
 #include "core/hmac.h"
+#include "core/status.h"
+#include "transports/base/blob.h"
 
 namespace weft {
 namespace ucx {
@@ -51,6 +60,10 @@ inline uint64_t ucpTag(int src, Kind k, uint64_t seq) {
          (seq & kSeqMask);
 }
 
+// What the receiver of a message knows of its header message's length:
+// UCX 1.13 does not report it for a receive that completes in its call.
+constexpr size_t kUnknownLength = ~size_t(0);
+
 struct MsgHeader {
   uint32_t magic;  // kHdrMagic
   uint32_t seq;    // low bits of the message number (a second check)
@@ -59,6 +72,27 @@ struct MsgHeader {
   uint64_t stamp;  // Completion::stamp of the send (telemetry)
 };
 static_assert(sizeof(MsgHeader) == 32, "MsgHeader layout");
+
+// What is wrong with the header message of message number `seq` that the
+// receiver posted for `len` bytes under `tag`, `got` bytes long (or
+// kUnknownLength), whose header is `h`.
+enum class HeaderFault {
+  kNone,
+  kShort,         // fewer bytes than a header
+  kGarbage,       // not a header (magic), or of another message (seq)
+  kMismatch,      // the peer called another collective (tag or length differ)
+  kInlineLength,  // the payload in the header message is not what its header says
+};
+inline HeaderFault checkHeader(const MsgHeader& h, size_t got, uint64_t seq, uint64_t tag,
+                               uint64_t len) {
+  if (got != kUnknownLength && got < sizeof h) return HeaderFault::kShort;
+  if (h.magic != kHdrMagic || h.seq != static_cast<uint32_t>(seq)) return HeaderFault::kGarbage;
+  if (h.tag != tag || h.len != len) return HeaderFault::kMismatch;
+  // Inline payloads ride in the header message; a larger one comes alone.
+  if (got != kUnknownLength && got != sizeof h + (len <= kInline ? len : 0))
+    return HeaderFault::kInlineLength;
+  return HeaderFault::kNone;
+}
 
 // Sent to every peer by connect(), on each endpoint: proves the endpoint
 // works both ways and, by its HMAC under the communicator's key, that the
@@ -79,6 +113,28 @@ inline Mac helloMac(const Key& key, const Hello& h) {
                           MacPart::of(h.to), MacPart::of(h.endpoint)});
 }
 
+// The hello rank `from` sends to rank `to` on endpoint `endpoint`.
+inline Hello makeHello(const Key& key, uint64_t commId, int from, int to, int endpoint) {
+  Hello h{kHelloMagic, kWireVersion, commId, from, to, endpoint, 0, {}};
+  const Mac m = helloMac(key, h);
+  memcpy(h.mac, m.data(), kMacBytes);
+  return h;
+}
+
+// Rank `to`'s check of the hello it received from rank `from` on endpoint
+// `endpoint` (0: control, 1: bulk): every field and its HMAC.
+inline Status checkHello(const Hello& h, const Key& key, uint64_t commId, int from, int to,
+                         int endpoint) {
+  if (h.magic != kHelloMagic || h.version != kWireVersion || h.commId != commId ||
+      h.rank != from || h.to != to || h.endpoint != endpoint ||
+      !macEqual(h.mac, helloMac(key, h).data()))
+    return Status(WEFT_ERR_REMOTE,
+                  strFormat("ucx transport: rank %d: the hello from rank %d is not from this "
+                            "job and communicator (its HMAC or fields do not match)",
+                            to, from));
+  return Status::ok();
+}
+
 // The published address: this header, then the UCP worker address.
 struct BlobHeader {
   uint32_t magic;  // kBlobMagic
@@ -88,6 +144,24 @@ struct BlobHeader {
   uint32_t addrLen;
 };
 static_assert(sizeof(BlobHeader) == 24, "BlobHeader layout");
+
+// Rank p's blob among `blobs` (indexed by rank): a header of this magic
+// and version from a process (pid > 0), then exactly addrLen > 0 bytes of
+// worker address, at *addr (inside blobs[p]). Otherwise BlobReader::bad(),
+// or an error naming both wire versions.
+inline Status decodeBlob(const std::vector<std::string>& blobs, int p, BlobHeader* hdr,
+                         const char** addr) {
+  BlobReader in("ucx", blobs, p);
+  BlobHeader h;
+  if (!in.get(&h) || h.magic != kBlobMagic) return in.bad();
+  if (h.version != kWireVersion)
+    return invalidArgument(strFormat("ucx transport: rank %d speaks wire version %u, this build %u",
+                                     p, h.version, kWireVersion));
+  if (h.pid <= 0 || h.addrLen == 0 || in.left() != h.addrLen) return in.bad();
+  *hdr = h;
+  *addr = in.take(h.addrLen);
+  return Status::ok();
+}
 
 }  // namespace ucx
 }  // namespace weft
