@@ -180,16 +180,7 @@ Status UcxPeer::injectAtSend() {
                                          "injection (WEFT_TEST_FAULTS)",
                                          sh.rank, describe().c_str())));
   // Closed at once, as a connection that breaks: the peer's endpoint fails.
-  ucp_request_param_t prm{};
-  prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-  prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
-  if (bulkEp_ == ep_) bulkEp_ = nullptr;
-  for (ucp_ep_h* e : {&bulkEp_, &ep_}) {
-    if (!*e) continue;
-    void* r = ucp_ep_close_nbx(*e, &prm);
-    *e = nullptr;
-    if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);  // released when UCX is done with it
-  }
+  closeEndpoints(false, nullptr);
   return state_.failed();
 }
 
@@ -433,6 +424,10 @@ void UcxPeer::drop(bool flush, std::vector<void*>* closing) {
       --sh_->pending;
     }
   cancelRecvs();
+  closeEndpoints(flush, closing);
+}
+
+void UcxPeer::closeEndpoints(bool flush, std::vector<void*>* closing) {
   ucp_request_param_t prm{};
   if (!flush) {
     prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -443,7 +438,11 @@ void UcxPeer::drop(bool flush, std::vector<void*>* closing) {
     if (!*e) continue;
     void* r = ucp_ep_close_nbx(*e, &prm);
     *e = nullptr;
-    if (UCS_PTR_IS_PTR(r)) closing->push_back(r);
+    if (!UCS_PTR_IS_PTR(r)) continue;
+    if (closing)
+      closing->push_back(r);
+    else
+      ucp_request_free(r);  // released when UCX is done with it
   }
 }
 

@@ -109,6 +109,9 @@ class UcxPeer {
  private:
   // Fault injection at a send: delay, drop (fault_plan.h).
   Status injectAtSend();
+  // Closes both endpoints (`flush`: after what is queued; else at once); the
+  // requests to wait for go to `closing`, or are let go when it is null.
+  void closeEndpoints(bool flush, std::vector<void*>* closing);
   Status sendPart(MsgOp* op, int i, const void* data, size_t len, Kind k);
   // The error of a send UCP refused, naming the peer.
   Status sendFailed(ucs_status_t st) const;
