@@ -96,22 +96,10 @@ Status Comm::stuckStatus(const Status* here, const std::vector<int>& waiting) {
     what = strFormat("%s made no progress: %s timed out waiting (WEFT_TIMEOUT_S)",
                      describeRanks(ends).c_str(), describeRanks(senders).c_str());
   } else if (!waiting.empty()) {
-    // They waited for this rank, which waits for others in turn: for them
-    // (a cycle: calls that do not match, a deadlock), or for a stuck one.
-    const std::vector<int> blame = timingOut(waiting);
-    const bool cycle = std::all_of(blame.begin(), blame.end(), [&](int b) {
-      return std::find(senders.begin(), senders.end(), b) != senders.end();
-    });
-    if (cycle)
-      return Status(WEFT_ERR_TIMEOUT,
-                    strFormat("this rank (rank %d) and %s wait for each other (calls that do not "
-                              "match, or a deadlock): they timed out waiting for this rank, which "
-                              "is waiting for %s (WEFT_TIMEOUT_S)%s%s",
-                              rank_, describeRanks(senders).c_str(), describeRanks(blame).c_str(),
-                              here ? "; here: " : "", here ? here->message().c_str() : ""));
+    // They waited for this rank, which waits for others in turn.
     what = strFormat("%s made no progress: %s timed out waiting (WEFT_TIMEOUT_S), and this rank "
                      "waits for it too",
-                     describeRanks(blame).c_str(), describeRanks(senders).c_str());
+                     describeRanks(timingOut(waiting)).c_str(), describeRanks(senders).c_str());
   } else {
     what = strFormat("this rank (rank %d) is the one the others waited for: %s timed out "
                      "waiting (WEFT_TIMEOUT_S)",
