@@ -179,7 +179,7 @@ int child(const Args& a, int rank, int idFd, StopBox* box) {
   const bool shortOk = a.transport == "tcp";
   const auto end = Clock::now() + std::chrono::duration<double>(a.seconds);
   int fdsBase = 0, threadsBase = 0;
-  long rssBase = 0;
+  [[maybe_unused]] long rssBase = 0;
   int failedRounds = 0, mustFailRounds = 0, failedMustFail = 0, rounds = 0, violations = 0;
   int counts[7] = {};
   for (int round = 0;; ++round) {
@@ -276,7 +276,7 @@ int child(const Args& a, int rank, int idFd, StopBox* box) {
   // Resources, after every round's communicator is gone.
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const int fds = countEntries("/proc/self/fd", ""), threads = wtest::threadCount();
-  const long rss = rssKb();
+  [[maybe_unused]] const long rss = rssKb();
   int leaks = 0;
   if (fds > fdsBase) {
     fprintf(stderr, "rank %d: %d descriptors open, %d after the first round\n", rank, fds, fdsBase);
