@@ -30,6 +30,10 @@ def parse():
     ap.add_argument("--commit-every", type=int, default=5, help="commit the state every this many batches")
     ap.add_argument("--sleep", type=float, default=0.05, help="seconds of pretend work per batch")
     ap.add_argument("--out", help="directory for each rank's result (<pid>.json)")
+    ap.add_argument("--hold-for-workers", type=int, default=0, metavar="N",
+                    help="each commit waits (up to --hold-max-s) until the job has N workers: "
+                         "to watch a worker weftrun adds join before training ends")
+    ap.add_argument("--hold-max-s", type=float, default=120.0, help="the longest one commit holds")
     return ap.parse_args()
 
 
@@ -40,6 +44,18 @@ def global_batch(step, size, features=16):
     w = torch.arange(features, dtype=torch.float32) / features
     y = (x @ w).unsqueeze(1) + 0.01 * torch.randn(size, 1, generator=g)
     return x, y
+
+
+def hold(state, args, poll_s=0.2):
+    """Waits at a commit for the job to reach --hold-for-workers workers.
+    Every rank polls the same number of times (the count, not a clock,
+    bounds it), so their collectives match; a waiting joiner raises
+    HostsUpdatedInterrupt, which lets it in and restarts train()."""
+    for _ in range(int(args.hold_max_s / poll_s)):
+        if hvd.size() >= args.hold_for_workers:
+            return
+        state.check_host_updates()
+        time.sleep(poll_s)
 
 
 def main():
@@ -70,6 +86,7 @@ def main():
                 print(f"batch {state.batch} size {size} loss {avg:.5f}", flush=True)
             if state.batch % args.commit_every == 0:
                 state.commit()
+                hold(state, args)
             time.sleep(args.sleep)
 
     train(state)

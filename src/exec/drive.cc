@@ -51,6 +51,7 @@ Status Engine::runAlone(Op& op, const std::atomic<bool>& aborting) {
   op.lw = nullptr;
   op.deviceEps = false;
   op.mem = MemType::Host;
+  checkBeforeStart(op);
   if (!error_.isOk()) {
     finishOp(op, error_);
     return op.status;

@@ -72,6 +72,7 @@ void Engine::enqueue(std::unique_ptr<Op> op) {
   if (ops_.empty()) {
     lastProgressNs_ = op->enqueueNs;
     selfGapNs_ = 0;
+    checkBeforeStart(*op);
   }
   if (!error_.isOk()) {
     finishOp(*op, error_);

@@ -225,6 +225,7 @@ class Engine {
   // (stall_check.cc).
   void endRound(bool moved, bool active);
   void checkStalled(uint64_t now);
+  void checkBeforeStart(const Op& op);
 
   // One round of runAlone's op, as progress() is one of the queue's: the
   // first posts its ready steps before any poll, the others poll first

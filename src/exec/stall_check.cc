@@ -2,7 +2,8 @@
 // most once a round, and the stall checks that fail the ops when nothing
 // moves: after a second the transports are asked whether the awaited peers
 // live; after Config::timeoutS the ops fail with WEFT_ERR_TIMEOUT naming
-// the peers (and local work) they wait for.
+// the peers (and local work) they wait for. An op starting after a long
+// quiet looks first (checkBeforeStart).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -94,6 +95,19 @@ void Engine::checkStalled(uint64_t now) {
   fail(Status(WEFT_ERR_TIMEOUT,
               strFormat("rank %d: %s made no progress for %.0f s (WEFT_TIMEOUT_S); waiting for %s",
                         rank_, oldest->describe().c_str(), idleS, who.c_str())));
+}
+
+// An op that starts more than a second after the last look reads the
+// peers' notices first (the stall hook: a revoke, a shrink). A rank woken
+// from a stop between two calls would otherwise finish ops from data its
+// peers sent before they gave up on it (eager sends wait in socket
+// buffers), and learn it was left out only at its next stall. At most one
+// look a second: nothing on a small op's path.
+void Engine::checkBeforeStart(const Op& op) {
+  if (!stallHook_ || !error_.isOk() || op.enqueueNs < lastLivenessNs_ + 1000000000ull) return;
+  lastLivenessNs_ = op.enqueueNs;
+  Status st = stallHook_();
+  if (st.isError()) fail(st.withContext(strFormat("rank %d: %s", rank_, op.describe().c_str())));
 }
 
 }  // namespace weft

@@ -174,9 +174,12 @@ def test_weftrun_a_lost_worker_then_discovery_adds_one_back(tmp_path, how):
                else "60", WEFT_SHRINK_TIMEOUT_S="5")
     # A stopped worker is still a live process to weftrun (as to horovodrun):
     # its slot stays taken, so discovery offers a fifth one for the new worker.
+    # --hold-for-workers 4: commits after the loss wait for the new worker (a
+    # loaded machine may take longer to start it than the 40 batches left).
     proc = subprocess.Popen([sys.executable, "-m", "weft.launch", "-np", "4", "--min-np", "2", "--max-np", "5",
                              "--host-discovery-script", str(discover), sys.executable, EXAMPLE, "--steps", "60",
-                             "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+                             "--hold-for-workers", "4", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     reader = _Reader(proc)
     victim = None
     try:
