@@ -93,7 +93,13 @@ Status Comm::init(const weft_unique_id_t& id) {
       if (transportNames_[p] == t->name()) owners[p] = t.get();
   }
   engine_.reset(new Engine(rank_, nranks_, cfg_, eps, owners, all, peers_));
-  engine_->setStallHook([this] { return checkRevokedPeers(); });
+  Engine::PeerHooks hooks;
+  hooks.check = [this](const std::vector<int>& w) { return checkRevokedPeers(w); };
+  hooks.timingOut = [this](const std::vector<int>& w) { return timingOut(w); };
+  hooks.explainLoss = [this](const Status& st, const std::vector<int>& w) {
+    return explainLoss(st, w);
+  };
+  engine_->setPeerHooks(std::move(hooks));
   // Reproducible folds run on the host (the GPU backend has none).
   cuda::setUpStreamLocalWork(repro_ != Repro::Off ? std::string() : cfg_.cudaLocalWork, rank_,
                              engine_.get());

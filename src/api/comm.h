@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -340,8 +341,23 @@ class Comm {
   void noteFailures();  // under mu: asks the transports and the engine
   // Peers' revoke notices and shrink proposals on the bootstrap socket
   // (agree::takeEarly), kept for the shrink; under mu.
-  Status checkRevokedPeers();
+  Status checkRevokedPeers(const std::vector<int>& waiting);
   std::vector<agree::Early> early_;
+  // Peers' stuck notices (agree::announceStuck): by sender, the ranks it
+  // timed out waiting for; under mu. So that every rank names the rank that
+  // is stuck, not one that timed out on it and left (docs/troubleshooting.md).
+  std::map<int, std::vector<int>> stuckNotes_;
+  int takeNotices();  // agree::takeEarly into early_ and stuckNotes_
+  // The ranks at the ends of the notes' chains from `from` (a rank with no
+  // note of its own is where a chain ends).
+  std::vector<int> followStuck(const std::vector<int>& from) const;
+  // The error the notes give (naming the stuck ranks), after `here` if
+  // given. Where the chains end at this rank and it waits for `waiting`,
+  // they go on from there (timingOut: this rank tells the others).
+  Status stuckStatus(const Status* here, const std::vector<int>& waiting);
+  std::vector<int> timingOut(const std::vector<int>& waiting);  // Engine::PeerHooks
+  Status explainLoss(const Status& st, const std::vector<int>& waiting);  // Engine::PeerHooks
+  std::string describeRanks(const std::vector<int>& ranks) const;  // "rank 2 (host, pid 7), ..." 
   uint32_t shrinks_ = 0;
   std::mutex shrinkMu_;
 

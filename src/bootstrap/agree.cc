@@ -382,12 +382,11 @@ Status sendFrame(int fd, const Link& link, const Frame& f) {
   return net::sendAll(fd, bytes.data(), bytes.size(), Deadline(kIoS));
 }
 
-void announceRevoke(const Link& link, const std::vector<net::Address>& addrs, uint32_t attempt,
-                    double seconds) {
-  Frame f;
-  f.kind = Kind::Revoked;
-  f.from = link.rank;
-  f.attempt = attempt;
+namespace {
+
+// `f` to every other rank's bootstrap socket: best effort, about `seconds`.
+void announce(const Link& link, const std::vector<net::Address>& addrs, const Frame& f,
+              double seconds) {
   const std::string bytes = encode(link.key, link.commId, f);
   // Every connect at once, then the frame to those that answered.
   std::vector<int> fds(addrs.size(), -1);
@@ -423,7 +422,30 @@ void announceRevoke(const Link& link, const std::vector<net::Address>& addrs, ui
   for (int& s : fds) net::closeFd(&s);
 }
 
-int takeEarly(int listenFd, const Link& link, std::vector<Early>* keep) {
+}  // namespace
+
+void announceRevoke(const Link& link, const std::vector<net::Address>& addrs, uint32_t attempt,
+                    double seconds) {
+  Frame f;
+  f.kind = Kind::Revoked;
+  f.from = link.rank;
+  f.attempt = attempt;
+  announce(link, addrs, f, seconds);
+}
+
+void announceStuck(const Link& link, const std::vector<net::Address>& addrs,
+                   const std::vector<int>& stuck, double seconds) {
+  Frame f;
+  f.kind = Kind::Stuck;
+  f.from = link.rank;
+  for (int r : stuck)
+    if (r >= 0 && r < link.nranks && r != link.rank) f.ranks.push_back(r);
+  if (f.ranks.empty()) return;
+  announce(link, addrs, f, seconds);
+}
+
+int takeEarly(int listenFd, const Link& link, std::vector<Early>* keep,
+              std::vector<Frame>* stuck) {
   int first = -1;
   for (;;) {
     int fd = accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC);
@@ -431,6 +453,11 @@ int takeEarly(int listenFd, const Link& link, std::vector<Early>* keep) {
     Early e;
     if (!net::setNonBlocking(fd, false).isOk() || !readFrame(fd, link, 1.0, &e.frame).isOk()) {
       close(fd);  // a scanner, a stranger: nothing to do with this comm
+      continue;
+    }
+    if (e.frame.kind == Kind::Stuck) {  // a notice only: nothing to answer
+      close(fd);
+      if (stuck) stuck->push_back(e.frame);
       continue;
     }
     if (first < 0) first = e.frame.from;

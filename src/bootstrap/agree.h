@@ -69,10 +69,17 @@ struct Early {
 // (takeEarly): best effort, about `seconds` in all.
 void announceRevoke(const Link& link, const std::vector<net::Address>& addrs, uint32_t attempt,
                     double seconds);
+// A rank that timed out waiting for `stuck` tells the others (Kind::Stuck)
+// before it gives up, so that ranks which then lose their connection to it
+// name the stuck ranks, not it: best effort, about `seconds` in all.
+void announceStuck(const Link& link, const std::vector<net::Address>& addrs,
+                   const std::vector<int>& stuck, double seconds);
 // What waits on the bootstrap socket while the comm runs: a peer's revoke
-// notice or shrink proposal (kept in *keep, for the shrink to answer),
-// anything else closed. The rank of the first such peer, or -1.
-int takeEarly(int listenFd, const Link& link, std::vector<Early>* keep);
+// notice or shrink proposal (kept in *keep, for the shrink to answer), a
+// stuck notice (appended to *stuck when given), anything else closed. The
+// rank of the first peer that revoked or proposes, or -1.
+int takeEarly(int listenFd, const Link& link, std::vector<Early>* keep,
+              std::vector<Frame>* stuck = nullptr);
 
 struct Params {
   int rank = 0, nranks = 1;

@@ -26,7 +26,8 @@ static_assert(sizeof(Header) == kHeaderBytes, "agreement header layout");
 // A decision carries the root (32 bytes) and the nonce before its ranks.
 constexpr size_t kDecidePrefix = 32 + kNonceBytes;
 
-bool knownKind(uint8_t k) { return k >= 1 && k <= 5; }
+bool knownKind(uint8_t k) { return k >= 1 && k <= 6; }
+bool hasRanks(Kind k) { return k == Kind::Propose || k == Kind::Decide || k == Kind::Stuck; }
 
 }  // namespace
 
@@ -36,7 +37,7 @@ std::string encode(const Key& key, uint64_t commId, const Frame& f) {
     payload.append(reinterpret_cast<const char*>(f.root), sizeof f.root);
     payload.append(reinterpret_cast<const char*>(f.nonce.data()), f.nonce.size());
   }
-  if (f.kind == Kind::Propose || f.kind == Kind::Decide) {
+  if (hasRanks(f.kind)) {
     const uint32_t n = static_cast<uint32_t>(f.ranks.size());
     payload.append(reinterpret_cast<const char*>(&n), sizeof n);
     if (n > 0) payload.append(reinterpret_cast<const char*>(f.ranks.data()), n * sizeof(int32_t));
@@ -87,7 +88,7 @@ std::string decode(const Key& key, const uint8_t* header, const uint8_t* payload
     memcpy(f.nonce.data(), payload + sizeof f.root, f.nonce.size());
     at = kDecidePrefix;
   }
-  if (f.kind == Kind::Propose || f.kind == Kind::Decide) {
+  if (hasRanks(f.kind)) {
     uint32_t n = 0;
     if (len < at + sizeof n) return "no rank count";
     memcpy(&n, payload + at, sizeof n);

@@ -23,13 +23,14 @@ enum class Kind : uint8_t {
   Decide = 3,    // coordinator -> member: the members, the new comm's root
   Excluded = 4,  // coordinator -> a rank left out (too late, or given up on)
   Revoked = 5,   // any rank -> the others: it revoked the communicator
+  Stuck = 6,     // any rank -> the others: it timed out waiting for these ranks
 };
 
 struct Frame {
   Kind kind = Kind::Wait;
   int32_t from = 0;     // the sender's rank in the parent
   uint32_t attempt = 0; // the how-many-th shrink of the parent this is
-  std::vector<int32_t> ranks;  // Propose: gone; Decide: the members, ascending
+  std::vector<int32_t> ranks;  // Propose: gone; Decide: the members, ascending; Stuck: stuck
   unsigned char root[32] = {};  // Decide: net::Address::pack of the new root
   Nonce nonce{};                // Decide: the new comm's secret derives from it
 };

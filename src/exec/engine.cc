@@ -158,13 +158,25 @@ void Engine::finishOp(Op& op, const Status& st) {
   op.tracker.reset();
 }
 
-void Engine::fail(const Status& st) {
+void Engine::fail(const Status& st, bool fromNotices) {
   if (error_.isOk()) {
+    // A lost peer may have left because it timed out on another: its
+    // notice names that one.
     error_ = st;
+    if (st.code() == WEFT_ERR_REMOTE && hooks_.explainLoss && !fromNotices) {
+      // What this rank waits for, unless it had not run for a second (it was
+      // stopped itself, and what it waits for is not stuck).
+      std::vector<int> waiting;
+      if (nowNs() - lastNowNs_.load(std::memory_order_relaxed) < 1000000000ull) {
+        waitingFor(&waiting);
+        waiting.erase(std::remove(waiting.begin(), waiting.end(), rank_), waiting.end());
+      }
+      error_ = hooks_.explainLoss(st, waiting);
+    }
     if (st.code() == WEFT_ERR_REVOKED)  // this rank's own choice: nothing to warn of
-      WEFT_INFO(kColl, "%s", st.message().c_str());
+      WEFT_INFO(kColl, "%s", error_.message().c_str());
     else
-      WEFT_WARN(kColl, "%s", st.message().c_str());
+      WEFT_WARN(kColl, "%s", error_.message().c_str());
     // A mismatch this rank found: its peers would otherwise wait for it
     // until their timeout (they may have returned from the mismatched call
     // already, e.g. a send of another size).

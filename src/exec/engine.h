@@ -135,13 +135,32 @@ class Engine {
   // The sticky error (ok while healthy).
   const Status& error() const { return error_; }
   // Fails everything with `st` (abort, or an error found outside the engine).
-  void fail(const Status& st);
+  // A lost peer (REMOTE) is explained by the peers' notices
+  // (PeerHooks::explainLoss), unless `st` comes from them already.
+  void fail(const Status& st, bool fromNotices = false);
   // The peers the stall checks blamed for a failure (a dead transport, no
   // progress for the timeout), with why: weft_comm_failed_ranks.
   const std::vector<std::pair<int, std::string>>& blamed() const { return blamed_; }
-  // Asked once a second while ops make no progress (with checkPeer): an
-  // error fails them (the communicator's revoke notices from peers).
-  void setStallHook(std::function<Status()> hook) { stallHook_ = std::move(hook); }
+  // What the communicator knows of its peers beyond the transports: the
+  // notices they send to its bootstrap socket (api/comm_elastic.cc).
+  struct PeerHooks {
+    // Asked once a second while ops make no progress (with checkPeer), with
+    // the ranks the oldest op waits for: an error fails them (a peer
+    // revoked, or reported ranks stuck).
+    std::function<Status(const std::vector<int>&)> check;
+    // This rank is about to fail with a timeout waiting for these ranks:
+    // returns whom to blame (the ranks they wait for in turn, when a peer's
+    // notice says so) after telling the others.
+    std::function<std::vector<int>(const std::vector<int>&)> timingOut;
+    // A peer was lost (REMOTE): the error with what the peers' notices say
+    // about who is stuck, or as it is; `waiting`: the ranks the oldest op
+    // waits for (empty when this rank itself had not run for a while).
+    std::function<Status(const Status&, const std::vector<int>&)> explainLoss;
+  };
+  void setPeerHooks(PeerHooks hooks) { hooks_ = std::move(hooks); }
+  // The oldest unfinished op and the peers it waits for (up to 8; nullptr
+  // when none is unfinished).
+  const Op* waitingFor(std::vector<int>* waiting) const;
   // Owner of rank p's host endpoint (nullptr: none, or this rank).
   Transport* ownerOf(int p) const {
     return p >= 0 && static_cast<size_t>(p) < owners_.size() ? owners_[p] : nullptr;
@@ -262,7 +281,7 @@ class Engine {
   Op* alone_ = nullptr;          // ... while it runs
   Status error_;
   std::vector<std::pair<int, std::string>> blamed_;  // blamed()
-  std::function<Status()> stallHook_;                // setStallHook()
+  PeerHooks hooks_;                                  // setPeerHooks()
 
   // The rounds (progress(), aloneRound()).
   // By peer: the pass (gen_) that found its next send / receive blocked.

@@ -37,35 +37,43 @@ void Engine::endRound(bool moved, bool active) {
   }
 }
 
-void Engine::checkStalled(uint64_t now) {
-  const double idleS = static_cast<double>(now - lastProgressNs_) * 1e-9;
-  if (idleS < 1.0) return;
-  // The peers the oldest unfinished op waits for.
-  std::vector<int> waiting;
+const Op* Engine::waitingFor(std::vector<int>* waiting) const {
   const Op* oldest = alone_ && !alone_->finished ? alone_ : nullptr;
   for (auto& op : ops_) {
     if (oldest) break;
     if (!op->finished) oldest = op.get();
   }
-  if (!oldest) return;
+  if (!oldest) return nullptr;
   if (oldest->runner) {
-    oldest->runner->waitingFor(&waiting);
+    oldest->runner->waitingFor(waiting);
   } else {
     for (size_t i = oldest->firstPending; i < oldest->state.size(); ++i) {
       const Step& s = oldest->schedule().steps[i];
       if (oldest->state[i] == Op::kDone || s.peer < 0) continue;
-      if (std::find(waiting.begin(), waiting.end(), s.peer) == waiting.end())
-        waiting.push_back(s.peer);
-      if (waiting.size() >= 8) break;
+      if (std::find(waiting->begin(), waiting->end(), s.peer) == waiting->end())
+        waiting->push_back(s.peer);
+      if (waiting->size() >= 8) break;
     }
   }
+  return oldest;
+}
+
+void Engine::checkStalled(uint64_t now) {
+  const double idleS = static_cast<double>(now - lastProgressNs_) * 1e-9;
+  if (idleS < 1.0) return;
+  std::vector<int> waiting;
+  const Op* oldest = waitingFor(&waiting);
+  if (!oldest) return;
   if (tel_) tel_->checkStall(oldest->rec, waiting, now);
   if (now - lastLivenessNs_ > 1000000000ull) {
     lastLivenessNs_ = now;
-    if (stallHook_) {
-      Status st = stallHook_();
+    if (hooks_.check) {
+      std::vector<int> others;
+      for (int p : waiting)
+        if (p != rank_) others.push_back(p);
+      Status st = hooks_.check(others);
       if (st.isError()) {
-        fail(st.withContext(strFormat("rank %d: %s", rank_, oldest->describe().c_str())));
+        fail(st.withContext(strFormat("rank %d: %s", rank_, oldest->describe().c_str())), true);
         return;
       }
     }
@@ -79,6 +87,20 @@ void Engine::checkStalled(uint64_t now) {
     }
   }
   if (idleS < cfg_.timeoutS) return;
+  // The ranks this one waits for may be waiting for others in turn: their
+  // notices say (timingOut), so that every rank names the one stuck.
+  std::vector<int> ranks;
+  for (int p : waiting)
+    if (p != rank_) ranks.push_back(p);
+  std::vector<int> stuck = hooks_.timingOut && !ranks.empty() ? hooks_.timingOut(ranks) : ranks;
+  std::string via;
+  if (stuck != ranks) {
+    for (int p : ranks)
+      if (std::find(stuck.begin(), stuck.end(), p) == stuck.end())
+        via += strFormat("%s%d", via.empty() ? "" : ", ", p);
+    if (!via.empty()) via = strFormat(" (through rank(s) %s, which wait for it too)", via.c_str());
+    waiting = stuck;
+  }
   std::string who;
   for (int p : waiting) {
     blamed_.emplace_back(p, strFormat("made no progress for %.0f s (WEFT_TIMEOUT_S)", idleS));
@@ -93,8 +115,8 @@ void Engine::checkStalled(uint64_t now) {
                      lw ? lw->name() : "?");
   }
   fail(Status(WEFT_ERR_TIMEOUT,
-              strFormat("rank %d: %s made no progress for %.0f s (WEFT_TIMEOUT_S); waiting for %s",
-                        rank_, oldest->describe().c_str(), idleS, who.c_str())));
+              strFormat("rank %d: %s made no progress for %.0f s (WEFT_TIMEOUT_S); waiting for %s%s",
+                        rank_, oldest->describe().c_str(), idleS, who.c_str(), via.c_str())));
 }
 
 // An op that starts more than a second after the last look reads the
@@ -104,10 +126,11 @@ void Engine::checkStalled(uint64_t now) {
 // buffers), and learn it was left out only at its next stall. At most one
 // look a second: nothing on a small op's path.
 void Engine::checkBeforeStart(const Op& op) {
-  if (!stallHook_ || !error_.isOk() || op.enqueueNs < lastLivenessNs_ + 1000000000ull) return;
+  if (!hooks_.check || !error_.isOk() || op.enqueueNs < lastLivenessNs_ + 1000000000ull) return;
   lastLivenessNs_ = op.enqueueNs;
-  Status st = stallHook_();
-  if (st.isError()) fail(st.withContext(strFormat("rank %d: %s", rank_, op.describe().c_str())));
+  Status st = hooks_.check({});
+  if (st.isError())
+    fail(st.withContext(strFormat("rank %d: %s", rank_, op.describe().c_str())), true);
 }
 
 }  // namespace weft

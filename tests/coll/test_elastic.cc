@@ -308,11 +308,12 @@ TEST_CASE("elastic: a stopped (hung) rank is left out and woken its calls fail a
             wokeAt = Clock::now();
             woke = true;
           });
-        std::string err;
+        std::string err, why;
         weft_result_t r = WEFT_SUCCESS;
         for (long i = 0; r == WEFT_SUCCESS && i < 100000000; ++i) {
           const auto t0 = Clock::now();
           r = callKind(kind, c, me, n, a, b, k);
+          if (r != WEFT_SUCCESS) why = describe(r, c);
           // An op begun after the stop must not succeed, nor (allreduce) the
           // one in flight across it, which lasts far past the 3 s timeout.
           // (Other kinds may have finished this rank's part, a last send,
@@ -335,7 +336,14 @@ TEST_CASE("elastic: a stopped (hung) rank is left out and woken its calls fail a
           if (s != WEFT_ERR_REVOKED) return "woken, shrink returned " + describe(s, c);
           return "";
         }
-        return recover(c, me, n, {victim});
+        // Every survivor names the stopped rank, also those that waited for
+        // a rank that timed out on it first and left (issue 29, defect 6).
+        const std::string named = "rank " + std::to_string(victim) + " (";
+        std::string blame;
+        if (why.find(named) == std::string::npos)
+          blame = "the error does not name the stopped rank " + std::to_string(victim) + ": " +
+                  why + "\n";
+        return blame + recover(c, me, n, {victim});
       };
       CHECK(runElastic(run) == "");
     }
