@@ -35,6 +35,7 @@ Engine::Engine(int rank, int nranks, const Config& cfg, std::vector<Endpoint*> e
     doorbells_ |= t->caps().doorbell;
   }
   lastProgressNs_ = nowNs();
+  lastLivenessNs_ = lastProgressNs_;  // a first op soon after init does not look (checkBeforeStart)
   // Spin before sleeping: long when every rank of this host has a core,
   // barely when they share cores (then spinning steals the peer's slice).
   int local = 0;
