@@ -14,6 +14,7 @@ process with the same global batch, and runs under torchrun and weftrun.
 """
 import copy
 import os
+import shutil
 import subprocess
 import sys
 
@@ -294,6 +295,23 @@ def test_example_under_weftrun():
     """weftrun's environment (WEFT_* first, MASTER_ADDR/PORT for the store) starts hvd.init()."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
     cmd = [sys.executable, "-m", "weft.launch", "-np", "2", sys.executable,
+           os.path.join(ROOT, "examples", "horovod_train.py"), "--steps", "10"]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "2 ranks, 10 steps" in out.stdout and "identical on every rank" in out.stdout, out.stdout
+
+
+def test_example_under_mpirun():
+    """Open MPI's mpirun, as a Horovod user starts a job: OMPI_COMM_WORLD_* give
+    the ranks, the job id a store port, and hvd.init() needs nothing else."""
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        pytest.skip("mpirun (Open MPI) is not installed: apt-get install openmpi-bin")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "WEFT_RANK"):
+        env.pop(k, None)
+    cmd = [mpirun, "-np", "2", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none",
+           "-x", "PYTHONPATH", "-x", "OMP_NUM_THREADS", sys.executable,
            os.path.join(ROOT, "examples", "horovod_train.py"), "--steps", "10"]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
