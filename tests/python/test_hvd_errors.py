@@ -192,3 +192,34 @@ def test_env_rendezvous():
     assert _env.rendezvous(one_node, {}) == (host, port)  # every rank derives the same port
     with pytest.raises(ValueError, match="not a port"):
         _env.rendezvous(launch, {"MASTER_ADDR": "n1", "MASTER_PORT": "x"})
+
+
+def test_env_rendezvous_multi_node_srun():
+    """srun across nodes: rank 0 is on the step's first node, the port comes
+    from the job and step ids; rank 0 refuses to serve when it is elsewhere."""
+    from weft.torch import _env
+
+    assert _env.slurm_first_host("gpu[07-09,12],cpu1") == "gpu07"
+    assert _env.slurm_first_host("rack[2-3]-n[01-04]") == "rack2-n01"
+    assert _env.slurm_first_host("node5,node1") == "node5"
+
+    def srun(rank, node, extra=()):
+        env = {"SLURM_PROCID": str(rank), "SLURM_STEP_NUM_TASKS": "4", "SLURM_LOCALID": str(rank % 2),
+               "SLURM_NODEID": str(node), "SLURM_STEP_NUM_NODES": "2", "SLURM_STEP_TASKS_PER_NODE": "2(x2)",
+               "SLURM_JOB_ID": "41", "SLURM_STEP_ID": "3", "SLURM_STEP_NODELIST": "n[08-09]",
+               "SLURMD_NODENAME": f"n0{8 + node}"}
+        env.update(extra)
+        return env
+
+    places = {_env.rendezvous(_env.detect(e), e) for e in (srun(r, r // 2) for r in range(4))}
+    assert len(places) == 1, places  # every rank looks in one place
+    host, port = places.pop()
+    assert host == "n08" and 29600 <= port < 49600
+    other_step = srun(1, 0, {"SLURM_STEP_ID": "4"})
+    assert _env.rendezvous(_env.detect(other_step), other_step)[1] != port
+    moved = srun(0, 1)  # rank 0 on the second node: it says so instead of waiting
+    with pytest.raises(ValueError, match="rank 0 runs on n09, not on n08"):
+        _env.rendezvous(_env.detect(moved), moved)
+    by_hand = srun(1, 0, {"SLURM_DISTRIBUTION": "arbitrary"})  # placement given by hand: no guess
+    with pytest.raises(ValueError, match="MASTER_ADDR and MASTER_PORT"):
+        _env.rendezvous(_env.detect(by_hand), by_hand)

@@ -19,7 +19,8 @@ then derives them from the ranks' host names.
 `rendezvous()` says where rank 0 serves torch's store: MASTER_ADDR and
 MASTER_PORT, else WEFT_ROOT_ADDR (host:port), else, for a job whose ranks all
 run on one node (local size == size), 127.0.0.1 and a port derived from the
-launcher's job id; otherwise it raises, naming what to set. docs/horovod.md.
+launcher's job id, else, under srun, the first node of SLURM_STEP_NODELIST
+and that port; otherwise it raises, naming what to set. docs/horovod.md.
 """
 import dataclasses
 import hashlib
@@ -41,6 +42,7 @@ class Launch:
     cross_rank: Optional[int] = None
     cross_size: Optional[int] = None
     job_id: Optional[str] = None  # to derive a port when no address is given
+    root_host: Optional[str] = None  # the host rank 0 runs on, where the launcher says it
 
     def topology_known(self):
         return None not in (self.local_rank, self.local_size, self.cross_rank, self.cross_size)
@@ -75,6 +77,26 @@ def slurm_tasks_on_node(spec, node):
     return counts[node] if 0 <= node < len(counts) else None
 
 
+def slurm_first_host(nodelist):
+    """The first host of a SLURM host list: "gpu[07-09,12],cpu1" -> "gpu07",
+    "rack[2-3]-n[01-04]" -> "rack2-n01" (each bracket's first value, as written)."""
+    out, depth, pick = [], 0, True
+    for ch in nodelist.strip():
+        if ch == "[":
+            depth, pick = depth + 1, True
+        elif ch == "]":
+            depth -= 1
+        elif depth == 0:
+            if ch == ",":
+                break
+            out.append(ch)
+        elif ch in ",-":
+            pick = False
+        elif pick:
+            out.append(ch)
+    return "".join(out) or None
+
+
 def _slurm(env):
     rank = _int(env, "SLURM_PROCID")
     size = _first(env, "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS")
@@ -87,9 +109,14 @@ def _slurm(env):
         local_size = _int(env, "SLURM_NTASKS_PER_NODE")
     job = env.get("SLURM_JOB_ID")
     step = env.get("SLURM_STEP_ID", "")
+    # srun places task 0 on the first node of the step (block, cyclic and
+    # plane distributions), unless the user gave the placement by hand.
+    nodes = env.get("SLURM_STEP_NODELIST")
+    arbitrary = env.get("SLURM_DISTRIBUTION", "").startswith("arbitrary")
     return Launch("slurm", rank, size, _int(env, "SLURM_LOCALID"), local_size, node,
                   _first(env, "SLURM_STEP_NUM_NODES", "SLURM_NNODES"),
-                  f"slurm:{job}.{step}" if job else None)
+                  f"slurm:{job}.{step}" if job else None,
+                  slurm_first_host(nodes) if nodes and not arbitrary else None)
 
 
 def detect(env: Mapping[str, str] = os.environ) -> Launch:
@@ -155,9 +182,18 @@ def rendezvous(launch: Launch, env: Mapping[str, str] = os.environ):
             raise ValueError(f"weft.torch: WEFT_ROOT_ADDR={root!r} is not host:port")
         return host.strip("[]"), _port(port, "WEFT_ROOT_ADDR")
     one_node = launch.local_size is not None and launch.local_size == launch.size
-    if one_node and launch.job_id:
+    if launch.job_id and (one_node or launch.root_host):
         digest = hashlib.blake2b(launch.job_id.encode(), digest_size=4).digest()
-        return "127.0.0.1", _PORT_BASE + int.from_bytes(digest, "little") % _PORT_SPAN
+        port = _PORT_BASE + int.from_bytes(digest, "little") % _PORT_SPAN
+        if one_node:
+            return "127.0.0.1", port
+        here = env.get("SLURMD_NODENAME")
+        if launch.rank == 0 and here and here != launch.root_host:
+            raise ValueError(
+                f"weft.torch.init: rank 0 runs on {here}, not on {launch.root_host}, the first node of "
+                f"SLURM_STEP_NODELIST where the other ranks look for it. Set MASTER_ADDR={here} and "
+                "MASTER_PORT (a free port) for every rank")
+        return launch.root_host, port
     where = ("its ranks are not all on one node" if not one_node
              else f"{launch.launcher} gives no job id to derive a port from")
     raise ValueError(
