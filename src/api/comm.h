@@ -96,13 +96,20 @@ class Comm {
   // fusion buffers.
   size_t fusionThreshold() const { return fusionThreshold_; }
   size_t fusionMaxCall() const {
-    // The shm arena runs a small allreduce in about the time it takes to
-    // copy 8 KiB in and out of a fusion buffer: larger calls ran slower
-    // fused than grouped (docs/performance.md, "Tensor fusion"). Every rank
-    // of such a comm has the arena, so the plans stay equal.
-    return arena_ && cfg_.shmArenaChunk ? kArenaFusionMaxCall : fusionThreshold_;
+    // A call is worth fusing while running it alone costs more than copying
+    // it in and out of a fusion buffer. The shm arena runs an allreduce of
+    // 8 KiB in about that copy's time, sockets within one host (loopback)
+    // one of 16 KiB: larger calls ran slower fused than grouped
+    // (docs/performance.md, "Tensor fusion"). Across hosts a call's latency
+    // (tens of microseconds) outweighs the copies of any call up to the
+    // threshold. Every rank sees the same hosts and arena, so the plans
+    // stay equal.
+    if (arena_ && cfg_.shmArenaChunk) return std::min(fusionThreshold_, kArenaFusionMaxCall);
+    if (model_.nhosts <= 1) return std::min(fusionThreshold_, kHostFusionMaxCall);
+    return fusionThreshold_;
   }
   static constexpr size_t kArenaFusionMaxCall = 8 << 10;
+  static constexpr size_t kHostFusionMaxCall = 16 << 10;
   const std::shared_ptr<FusionPool>& fusionPool() const { return fusionPool_; }
   // Runs one collective outside a group and waits for it, on the path
   // runPathOf chooses.

@@ -201,6 +201,7 @@ void Engine::fail(const Status& st, bool fromNotices) {
   for (auto& op : ops_) finishOp(*op, error_);
   ops_.clear();
   spare_.clear();
+  spareBytes_ = 0;
   if (tel_) tel_->dumpFlightRecorder(error_.message());
 }
 

@@ -254,8 +254,8 @@ class Engine {
   // Memory kept between ops (scratch_pool.cc). Scratch buffers are reused
   // across ops (no allocation, no zeroing per op).
   Status takeScratch(Op& op);
-  // Hands op.scratch (allocated by `from`; nullptr: host) to the pool,
-  // which keeps the largest few.
+  // Hands op.scratch (allocated by `from`; nullptr: host) to the pool
+  // (kSpareScratch, kSpareBytes).
   void giveBackScratch(Op& op, const LocalWork* from);
   // The same for host scratch, and op.scratch is empty after.
   void dropScratch(Op& op);
@@ -318,10 +318,18 @@ class Engine {
     ScratchPtr buf;
     const LocalWork* from;  // the backend that allocated it (nullptr: host)
   };
-  static constexpr size_t kSpareScratch = 4;
-  // Host scratch up to this size stays with a recycled op (recycle).
+  // The pool keeps what the ops in flight together used (a group of
+  // hundreds of calls takes as many buffers; freed, their pages go back to
+  // the system and the next group faults them in again), up to
+  // kSpareBytes and kSpareScratch buffers; past that, the largest stay.
+  static constexpr size_t kSpareScratch = 256;
+  static constexpr size_t kSpareBytes = size_t{64} << 20;
+  // Finished ops kept for newOp(), and the host scratch up to kKeepScratch
+  // that stays with each (recycle).
+  static constexpr size_t kFreeOps = 256;
   static constexpr size_t kKeepScratch = 64 << 10;
   std::vector<Spare> spare_;
+  size_t spareBytes_ = 0;  // spare_'s lengths summed
   std::vector<std::unique_ptr<Op>> freeOps_;  // finished ops, for newOp()
 
   // Local work on a backend (nullptr: host, inline), the steps it has in

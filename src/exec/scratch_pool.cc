@@ -18,6 +18,7 @@ size_t Engine::releaseSpareScratch() {
   size_t bytes = 0;
   for (const Spare& sp : spare_) bytes += sp.len;
   spare_.clear();
+  spareBytes_ = 0;
   for (auto& op : freeOps_) bytes += op->scratchLen;
   freeOps_.clear();
   return bytes;
@@ -33,7 +34,6 @@ size_t Engine::spareScratchBytes(bool device) const {
 }
 
 void Engine::recycle(std::unique_ptr<Op>& op) {
-  constexpr size_t kFreeOps = 16;
   if (freeOps_.size() < kFreeOps) {
     // A small host scratch buffer stays with the op: the next op of a loop
     // of small collectives takes it back without a search of the pool.
@@ -65,6 +65,7 @@ Status Engine::takeScratch(Op& op) {
   if (best < spare_.size()) {
     op.scratch = std::move(spare_[best].buf);
     op.scratchLen = spare_[best].len;
+    spareBytes_ -= op.scratchLen;
     spare_.erase(spare_.begin() + static_cast<long>(best));
     return Status();
   }
@@ -85,15 +86,17 @@ void Engine::dropScratch(Op& op) {
 }
 
 void Engine::giveBackScratch(Op& op, const LocalWork* from) {
-  if (!op.scratch) return;
-  if (spare_.size() >= kSpareScratch) {
-    // Keep the largest buffers.
+  if (!op.scratch || op.scratchLen > kSpareBytes) return;  // the caller frees it
+  while (spare_.size() >= kSpareScratch || spareBytes_ + op.scratchLen > kSpareBytes) {
+    // Full: the largest buffers stay.
     size_t smallest = 0;
     for (size_t i = 1; i < spare_.size(); ++i)
       if (spare_[i].len < spare_[smallest].len) smallest = i;
     if (spare_[smallest].len >= op.scratchLen) return;
+    spareBytes_ -= spare_[smallest].len;
     spare_.erase(spare_.begin() + static_cast<long>(smallest));
   }
+  spareBytes_ += op.scratchLen;
   spare_.push_back(Spare{op.scratchLen, std::move(op.scratch), from});
 }
 

@@ -141,6 +141,15 @@ struct Timelines {
       ++k;
     return k;
   }
+  // The calls those fused ops carried, summed.
+  long fusedCalls(int r) const {
+    const std::string all = wtest::catFiles(dir + "/tl-" + std::to_string(r) + ".json");
+    const std::string key = "\"fused_calls\":";
+    long sum = 0;
+    for (size_t at = all.find(key); at != std::string::npos; at = all.find(key, at + 1))
+      sum += std::strtol(all.c_str() + at + key.size(), nullptr, 10);
+    return sum;
+  }
 };
 
 void runMixed(int n, std::vector<std::string> env, bool expectFused) {
@@ -328,4 +337,23 @@ TEST_CASE("fusion: calls over 8 KiB are fused over tcp but not on the shm arena"
       CHECK(tl.fused(0) == 2);  // 15 calls of 16 KiB on each side of the broadcast
     }
   }
+}
+
+TEST_CASE("fusion: calls over 16 KiB are not fused over tcp within one host",
+          "[coll][fusion][processes]") {
+  // Loopback sockets run such a call alone faster than its copy in and out
+  // of a fusion buffer (Comm::fusionMaxCall); 16 KiB calls still fuse.
+  std::vector<Spec> specs;
+  for (size_t k = 0; k < 20; ++k)
+    specs.push_back(Spec{WEFT_FLOAT32, WEFT_SUM, k % 2 == 0 ? size_t{4096} : size_t{4097}, false,
+                         k * 5000});
+  Timelines tl;
+  const std::string err = wtest::runProcesses(
+      2, [&](weft_comm_t comm, int rank, int n) { return groupBody(comm, rank, n, specs, false); },
+      {"WEFT_TRANSPORTS=tcp", "WEFT_SOCKET_IFNAME=lo", "WEFT_TIMEOUT_S=60", tl.env()}, 120);
+  CHECK(err == "");
+  // The ten calls of 4096 floats, on each side of the broadcast: one fused op
+  // each side (5 calls), the calls of 4097 floats alone.
+  CHECK(tl.fused(0) == 2);
+  CHECK(tl.fusedCalls(0) == 10);
 }

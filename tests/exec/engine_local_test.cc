@@ -234,3 +234,49 @@ TEST_CASE("engine: without a backend local steps run inline (the host path)",
   CHECK(recv[99] == 3.0f);
   CHECK(localWorkCounters().steps.load() == before);
 }
+
+TEST_CASE("engine: the scratch of a group's ops is kept for the next group, up to a bound",
+          "[engine]") {
+  Config cfg;
+  PeerInfo me;
+  me.rank = 0;
+  me.hostHash = 1;
+  Engine e(0, 1, cfg, {nullptr}, {nullptr}, {}, {me});
+  std::vector<float> send(1024, 1.0f);
+  // `ops` ops in flight together, each with `scratch` bytes of scratch.
+  auto group = [&](int ops, size_t scratch) {
+    auto tracker = std::make_shared<OpTracker>();
+    for (int i = 0; i < ops; ++i) {
+      std::unique_ptr<Op> op = e.newOp();
+      op->args.count = send.size();
+      op->dtype = WEFT_FLOAT32;
+      op->sched = Schedule();
+      Step copy;
+      copy.kind = StepKind::Copy;
+      copy.a = BufRef{BufId::Send, 0};
+      copy.dst = BufRef{BufId::Scratch, 0};
+      copy.bytes = send.size() * 4;
+      op->sched.add(copy);
+      op->sched.scratchBytes = scratch;
+      op->send = reinterpret_cast<uint8_t*>(send.data());
+      op->sendLen = copy.bytes;
+      op->tracker = tracker;
+      tracker->pending++;
+      e.enqueue(std::move(op));
+    }
+    for (int i = 0; i < 10000 && tracker->pending.load() > 0; ++i) e.progress();
+    REQUIRE(tracker->pending.load() == 0);
+    REQUIRE(tracker->result().isOk());
+  };
+  const size_t small = 32 << 10;
+  group(200, small);
+  // Every buffer kept: the next group of the loop allocates none.
+  CHECK(e.spareScratchBytes(false) == 200 * small);
+  group(200, small);
+  CHECK(e.spareScratchBytes(false) == 200 * small);  // the same buffers again
+  CHECK(e.releaseSpareScratch() == 200 * small);
+  CHECK(e.spareScratchBytes(false) == 0);
+  // 100 MiB in flight together: the pool keeps 64 MiB of it.
+  group(100, 1 << 20);
+  CHECK(e.spareScratchBytes(false) == size_t{64} << 20);
+}
