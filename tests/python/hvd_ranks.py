@@ -6,7 +6,7 @@ each rank gets the environment of that launcher, then calls hvd.init().
 Launchers: "torchrun" (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 GROUP_RANK, MASTER_ADDR/PORT), "openmpi" (OMPI_COMM_WORLD_*, WEFT_ROOT_ADDR),
 "weftrun" (WEFT_RANK ... WEFT_CROSS_SIZE, MASTER_ADDR/PORT) and "slurm"
-(SLURM_PROCID, SLURM_NTASKS, MASTER_ADDR/PORT, no local values: init()
+(SLURM_PROCID, SLURM_NTASKS, SLURM_STEP_ID, MASTER_ADDR/PORT, no local values: init()
 derives them from the host names). Failures and hangs are reported as
 ranks.run_ranks reports them.
 """
@@ -19,7 +19,8 @@ _LAUNCHER_VARS = ("WEFT_RANK", "WEFT_NRANKS", "WEFT_LOCAL_RANK", "WEFT_LOCAL_SIZ
                   "GROUP_RANK", "GROUP_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK",
                   "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
                   "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODEID",
-                  "SLURM_NNODES", "SLURM_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE", "SLURM_STEP_NUM_TASKS")
+                  "SLURM_NNODES", "SLURM_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE", "SLURM_STEP_NUM_TASKS",
+                  "SLURM_STEP_ID", "SLURM_STEPID", "SLURM_STEP_NODELIST", "SLURM_JOB_ID")
 
 
 def launcher_env(launcher, rank, n, port):
@@ -36,7 +37,7 @@ def launcher_env(launcher, rank, n, port):
                     WEFT_LOCAL_SIZE=str(n), WEFT_CROSS_RANK="0", WEFT_CROSS_SIZE="1", RANK=str(rank),
                     WORLD_SIZE=str(n))
     if launcher == "slurm":
-        return dict(master, SLURM_PROCID=str(rank), SLURM_NTASKS=str(n))
+        return dict(master, SLURM_PROCID=str(rank), SLURM_NTASKS=str(n), SLURM_STEP_ID="0")
     raise ValueError(launcher)
 
 

@@ -20,6 +20,7 @@ import random
 import shutil
 import socket
 import subprocess
+import tempfile
 import textwrap
 import time
 from typing import List, Optional
@@ -102,7 +103,7 @@ def _config(d, nodes, ports):
         "OverSubscribe=FORCE:8\n"
 
 
-def _logs(d):
+def logs(d):
     out = []
     for name in sorted(os.listdir(d)):
         if name.endswith(".log"):
@@ -111,12 +112,42 @@ def _logs(d):
     return "\n".join(out)
 
 
+def _drain(env, nodes, procs, timeout):
+    """Waits (bounded) until slurmctld has no job left: a step's slurmstepd
+    ends once the controller took its completion, and outlives a controller
+    stopped before that."""
+    if not procs or any(p.poll() is not None for p in procs):
+        return
+    squeue = _in(nodes[0].netns, [_which("squeue"), "-h", "-o", "%i"])
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r = subprocess.run(squeue, env=env, capture_output=True, text=True, timeout=timeout)
+        if r.returncode == 0 and not r.stdout.strip():
+            return
+        time.sleep(0.2)
+
+
+def _kill_strays(conf):
+    """Kills what is left of the bed's jobs: every process started with its
+    SLURM_CONF (slurmstepd and tasks inherit it from slurmd)."""
+    mark = f"SLURM_CONF={conf}".encode()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if mark in f.read().split(b"\0"):
+                    os.kill(int(pid), 9)
+        except (OSError, ValueError):
+            pass
+
+
 @contextlib.contextmanager
 def slurm_cluster(tmp, nodes: List[Node], timeout=60):
-    """Yields the environment (SLURM_CONF) for srun; stops every daemon after."""
-    d = os.path.join(str(tmp), "slurm")
+    """Yields the environment (SLURM_CONF, in the bed's folder) for srun;
+    stops every daemon after. The bed's folder is short, in /tmp (slurmd's
+    socket paths under it must fit in 108 bytes), and removed at the end;
+    `tmp` keeps a copy of its logs."""
+    d = tempfile.mkdtemp(prefix="wslurm-", dir="/tmp")
     os.makedirs(os.path.join(d, "state"))
-    os.chmod(d, 0o700)
     key = os.path.join(d, "munge.key")
     with open(key, "wb") as f:
         f.write(os.urandom(1024))
@@ -139,7 +170,7 @@ def slurm_cluster(tmp, nodes: List[Node], timeout=60):
         deadline = time.monotonic() + timeout
         while not os.path.exists(f"{d}/munge.sock"):
             if time.monotonic() > deadline or procs[0].poll() is not None:
-                raise RuntimeError("munged did not start:\n" + _logs(d))
+                raise RuntimeError("munged did not start:\n" + logs(d))
             time.sleep(0.05)
         start(_in(nodes[0].netns, [_which("slurmctld"), "-D", "-f", conf]))
         for n in nodes:
@@ -154,10 +185,11 @@ def slurm_cluster(tmp, nodes: List[Node], timeout=60):
             dead = [p.args for p in procs if p.poll() is not None]
             if dead or time.monotonic() > deadline:
                 raise RuntimeError(f"the SLURM cluster did not come up (nodes: {states or r.stderr.strip()}; "
-                                   f"exited: {dead}):\n{_logs(d)}")
+                                   f"exited: {dead}):\n{logs(d)}")
             time.sleep(0.2)
         yield env
     finally:
+        _drain(env, nodes, procs, timeout=20)
         for p in reversed(procs):
             if p.poll() is None:
                 p.terminate()
@@ -167,3 +199,10 @@ def slurm_cluster(tmp, nodes: List[Node], timeout=60):
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait(timeout=15)
+        _kill_strays(conf)
+        keep = os.path.join(str(tmp), "slurm-logs")
+        os.makedirs(keep, exist_ok=True)
+        for name in os.listdir(d):
+            if name.endswith((".log", ".out")):
+                shutil.copy(os.path.join(d, name), keep)
+        shutil.rmtree(d, ignore_errors=True)

@@ -166,8 +166,13 @@ def test_env_launchers():
     pmi = _env.detect({"PMI_RANK": "1", "PMI_SIZE": "2", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"})
     assert (pmi.launcher, pmi.rank, pmi.local_size) == ("mpich", 1, 2)
     slurm = _env.detect({"SLURM_PROCID": "4", "SLURM_NTASKS": "5", "SLURM_LOCALID": "0", "SLURM_NODEID": "2",
-                         "SLURM_NNODES": "3", "SLURM_TASKS_PER_NODE": "2(x2),1", "SLURM_JOB_ID": "77"})
+                         "SLURM_NNODES": "3", "SLURM_TASKS_PER_NODE": "2(x2),1", "SLURM_JOB_ID": "77",
+                         "SLURM_STEP_ID": "0"})
     assert (slurm.launcher, slurm.local_size, slurm.cross_rank, slurm.cross_size) == ("slurm", 1, 2, 3)
+    # An sbatch script (no srun step): one process, and a warning that says why.
+    with pytest.warns(UserWarning, match="SLURM_NTASKS=4 but this process was not started by srun"):
+        batch = _env.detect({"SLURM_PROCID": "0", "SLURM_NTASKS": "4", "SLURM_JOB_ID": "78"})
+    assert (batch.launcher, batch.rank, batch.size) == ("none", 0, 1)
     assert _env.slurm_tasks_on_node("3,2(x2)", 2) == 2
     with pytest.raises(ValueError, match="WEFT_RANK is set but WEFT_NRANKS is not"):
         _env.detect({"WEFT_RANK": "1"})

@@ -1,7 +1,8 @@
 """weft.torch under SLURM's srun, the real one: the test starts a SLURM
 cluster of its own (slurm_bed.py: munged, slurmctld, slurmd) and runs jobs
 with srun, which sets nothing but its SLURM_* variables. One node: the
-Horovod example and the ranks' places. Two nodes: two network namespaces
+Horovod example, the ranks' places, and an sbatch script that runs python
+without srun (one process, with a warning). Two nodes: two network namespaces
 joined by a veth pair (test-only addresses 10.214.N.1-2 that exist only
 inside them) each run a slurmd, and `srun -N 2 -n 4` puts two ranks on
 each; they meet at the step's first node with no MASTER_ADDR set. Needs
@@ -10,7 +11,7 @@ skips, saying which is missing, otherwise."""
 import os
 import subprocess
 import sys
-import textwrap
+import time
 
 import pytest
 
@@ -79,6 +80,43 @@ def test_places_of_three_ranks_on_one_node(tmp_path):
     assert sorted(got) == [0, 1, 2], r.stdout + r.stderr
     for rank, (size, lr, ls, cr, cs, _) in got.items():
         assert (size, lr, ls, cr, cs) == (3, rank, 3, 0, 1), (rank, got[rank])
+
+
+def test_sbatch_script_without_srun_runs_one_process_and_says_so(tmp_path):
+    """An sbatch script that runs python itself (no srun): SLURM_PROCID=0 and
+    SLURM_NTASKS=2 are set, yet only one process runs. hvd.init() runs it as
+    one process at once, warning, instead of waiting for a rank that never
+    comes."""
+    nodes = [Node("weftnode")]
+    job = tmp_path / "job.py"
+    job.write_text(JOB)
+    batch = tmp_path / "batch.sh"
+    batch.write_text(f"#!/bin/sh\nexec {sys.executable} {job}\n")
+    batch.chmod(0o755)
+    out = tmp_path / "batch.out"
+    with slurm_cluster(tmp_path, nodes) as env:
+        env = clean_env(env)
+        r = subprocess.run(["sbatch", "--parsable", "-n", "2", "-O", "-o", str(out), str(batch)],
+                           env=env, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+        job_id = r.stdout.strip().split(";")[0]
+        deadline = time.monotonic() + 120
+        while True:  # until the job has left the queue
+            q = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T %r"], env=env, capture_output=True,
+                               text=True, timeout=60)
+            if q.returncode == 0 and not q.stdout.strip():
+                break
+            if time.monotonic() > deadline:
+                pytest.fail(f"job {job_id} still queued: {q.stdout} {q.stderr}\n"
+                            + slurm_bed.logs(os.path.dirname(env["SLURM_CONF"])))
+            time.sleep(0.5)
+        state = subprocess.run(["scontrol", "show", "job", job_id], env=env, capture_output=True, text=True,
+                               timeout=60).stdout
+    text = out.read_text() if out.exists() else ""
+    assert "JobState=COMPLETED" in state, state + text
+    assert "SLURM_NTASKS=2 but this process was not started by srun" in text, text
+    got = places(text)
+    assert list(got) == [0] and got[0][:5] == (1, 0, 1, 0, 1), text
 
 
 def sh(*cmd, check=True):

@@ -13,7 +13,9 @@
             SLURM_NODEID, SLURM_STEP_NUM_NODES (or SLURM_NNODES)
 
 and, with none of them, a single process (size 1), as Horovod runs without a
-launcher. Local and cross values the launcher does not give stay None: init()
+launcher. SLURM's variables count only inside an srun step (SLURM_STEP_ID):
+an sbatch script has SLURM_PROCID and SLURM_NTASKS too, but runs one process
+(a warning says so when SLURM_NTASKS > 1). Local and cross values the launcher does not give stay None: init()
 then derives them from the ranks' host names.
 
 `rendezvous()` says where rank 0 serves torch's store: MASTER_ADDR and
@@ -26,6 +28,7 @@ import dataclasses
 import hashlib
 import os
 import re
+import warnings
 from typing import Mapping, Optional
 
 # The ports a single-node job without MASTER_PORT picks from (by its job id).
@@ -147,6 +150,15 @@ def detect(env: Mapping[str, str] = os.environ) -> Launch:
                         job_id=f"pmi:{job}" if job else None)
         names = ("PMI_RANK", "PMI_SIZE")
     elif env.get("SLURM_PROCID") is not None and _first(env, "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"):
+        if env.get("SLURM_STEP_ID") is None and env.get("SLURM_STEPID") is None:
+            # An sbatch script: SLURM_PROCID=0 and SLURM_NTASKS=N, but no
+            # srun step runs the other ranks, so none would ever come.
+            tasks = _first(env, "SLURM_NTASKS")
+            if tasks and tasks > 1:
+                warnings.warn(f"weft.torch: SLURM_NTASKS={tasks} but this process was not started by srun "
+                              "(no SLURM_STEP_ID, as in an sbatch script): running as one process; start "
+                              f"the script with srun to run {tasks} ranks", stacklevel=3)
+            return Launch("none", 0, 1, 0, 1, 0, 1)
         launch = _slurm(env)
         names = ("SLURM_PROCID", "SLURM_NTASKS")
     else:
