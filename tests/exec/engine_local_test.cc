@@ -205,13 +205,19 @@ TEST_CASE("engine: local work that never finishes times out, drained before the 
   CHECK(f.lw->drains >= 1);
 }
 
-TEST_CASE("engine: without a backend local steps run inline (the host path)",
-          "[local-work][engine]") {
+// One rank, no transport, no backend: local steps run inline.
+static std::unique_ptr<Engine> oneRankEngine() {
   Config cfg;
   PeerInfo me;
   me.rank = 0;
   me.hostHash = 1;
-  Engine e(0, 1, cfg, {nullptr}, {nullptr}, {}, {me});
+  return std::unique_ptr<Engine>(new Engine(0, 1, cfg, {nullptr}, {nullptr}, {}, {me}));
+}
+
+TEST_CASE("engine: without a backend local steps run inline (the host path)",
+          "[local-work][engine]") {
+  std::unique_ptr<Engine> engine = oneRankEngine();
+  Engine& e = *engine;
   auto tracker = std::make_shared<OpTracker>();
   std::vector<float> send(100, 3.0f), recv(100, 0.0f);
   std::unique_ptr<Op> op(new Op());
@@ -237,11 +243,8 @@ TEST_CASE("engine: without a backend local steps run inline (the host path)",
 
 TEST_CASE("engine: the scratch of a group's ops is kept for the next group, up to a bound",
           "[engine]") {
-  Config cfg;
-  PeerInfo me;
-  me.rank = 0;
-  me.hostHash = 1;
-  Engine e(0, 1, cfg, {nullptr}, {nullptr}, {}, {me});
+  std::unique_ptr<Engine> engine = oneRankEngine();
+  Engine& e = *engine;
   std::vector<float> send(1024, 1.0f);
   // `ops` ops in flight together, each with `scratch` bytes of scratch.
   auto group = [&](int ops, size_t scratch) {
