@@ -15,8 +15,9 @@
 and, with none of them, a single process (size 1), as Horovod runs without a
 launcher. SLURM's variables count only inside an srun step (SLURM_STEP_ID):
 an sbatch script has SLURM_PROCID and SLURM_NTASKS too, but runs one process
-(a warning says so when SLURM_NTASKS > 1). Local and cross values the launcher does not give stay None: init()
-then derives them from the ranks' host names.
+(a warning says so when SLURM_NTASKS > 1). Local and cross values the
+launcher does not give stay None: init() then derives them from the ranks'
+host names.
 
 `rendezvous()` says where rank 0 serves torch's store: MASTER_ADDR and
 MASTER_PORT, else WEFT_ROOT_ADDR (host:port), else, for a job whose ranks all
