@@ -25,6 +25,8 @@ import textwrap
 import time
 from typing import List, Optional
 
+from ranks import free_port
+
 DAEMONS = {"munged": "munge", "slurmctld": "slurmctld", "slurmd": "slurmd", "srun": "slurm-client"}
 
 
@@ -62,12 +64,6 @@ def _with_hosts(hosts, cmd):
 def srun_cmd(nodes: List[Node], *args):
     """srun with args, started where the controller runs."""
     return _in(nodes[0].netns, [_which("srun"), *args])
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _config(d, nodes, ports):
@@ -152,7 +148,7 @@ def slurm_cluster(tmp, nodes: List[Node], timeout=60):
     with open(key, "wb") as f:
         f.write(os.urandom(1024))
     os.chmod(key, 0o400)
-    ports = [_free_port(), _free_port()] if not nodes[0].netns else [6817, 6818]
+    ports = [free_port(), free_port()] if not nodes[0].netns else [6817, 6818]
     conf = os.path.join(d, "slurm.conf")
     with open(conf, "w") as f:
         f.write(_config(d, nodes, ports))
@@ -161,8 +157,8 @@ def slurm_cluster(tmp, nodes: List[Node], timeout=60):
     with open(hosts, "w") as f:
         f.write("127.0.0.1 localhost\n" + "".join(f"{n.addr} {n.name}\n" for n in nodes))
     procs = []
+    log = open(os.path.join(d, "daemons.out"), "w")
     try:
-        log = open(os.path.join(d, "daemons.out"), "w")
         start = lambda cmd: procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=log,
                                                           stdin=subprocess.DEVNULL))
         start([_which("munged"), "-F", "--force", f"--socket={d}/munge.sock", f"--key-file={key}",
@@ -200,6 +196,7 @@ def slurm_cluster(tmp, nodes: List[Node], timeout=60):
                 p.kill()
                 p.wait(timeout=15)
         _kill_strays(conf)
+        log.close()
         keep = os.path.join(str(tmp), "slurm-logs")
         os.makedirs(keep, exist_ok=True)
         for name in os.listdir(d):

@@ -16,6 +16,7 @@ import time
 import pytest
 
 import slurm_bed
+from netns_pair import netns_pair
 from slurm_bed import Node, slurm_cluster, srun_cmd
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -119,29 +120,10 @@ def test_sbatch_script_without_srun_runs_one_process_and_says_so(tmp_path):
     assert list(got) == [0] and got[0][:5] == (1, 0, 1, 0, 1), text
 
 
-def sh(*cmd, check=True):
-    return subprocess.run(cmd, check=check, capture_output=True, text=True)
-
-
 @pytest.fixture
 def two_namespaces():
-    tag = str(os.getpid() % 100000)
-    sub = 100 + (os.getpid() + 50) % 100
-    ns = (f"wsl{tag}a", f"wsl{tag}b")
-    addr = (f"10.214.{sub}.1", f"10.214.{sub}.2")
-    try:
-        sh("ip", "netns", "add", ns[0])
-        sh("ip", "netns", "add", ns[1])
-        sh("ip", "link", "add", f"ws{tag}a", "type", "veth", "peer", "name", f"ws{tag}b")
-        for space, dev, ad in zip(ns, (f"ws{tag}a", f"ws{tag}b"), addr):
-            sh("ip", "link", "set", dev, "netns", space)
-            sh("ip", "-n", space, "addr", "add", f"{ad}/24", "dev", dev)
-            sh("ip", "-n", space, "link", "set", dev, "up")
-            sh("ip", "-n", space, "link", "set", "lo", "up")
-        yield [Node(f"{space}-n", space, ad) for space, ad in zip(ns, addr)]
-    finally:
-        for space in ns:
-            sh("ip", "netns", "del", space, check=False)
+    with netns_pair("wsl") as (spaces, addrs):
+        yield [Node(f"{space}-n", space, addr) for space, addr in zip(spaces, addrs)]
 
 
 def test_four_ranks_on_two_nodes_meet_without_master_addr(two_namespaces, tmp_path):

@@ -13,6 +13,8 @@ import time
 
 import pytest
 
+from netns_pair import netns_pair, sh
+
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 
 pytestmark = [
@@ -22,64 +24,47 @@ pytestmark = [
 ]
 
 
-def sh(*cmd, check=True):
-    return subprocess.run(cmd, check=check, capture_output=True, text=True)
-
-
 @pytest.fixture
 def two_hosts(tmp_path):
-    tag = str(os.getpid() % 100000)
-    sub = 100 + os.getpid() % 100
-    a, b = f"wrun{tag}a", f"wrun{tag}b"
-    addr = [f"10.214.{sub}.1", f"10.214.{sub}.2"]
     sshd = None
-    try:
-        sh("ip", "netns", "add", a)
-        sh("ip", "netns", "add", b)
-        sh("ip", "link", "add", f"wr{tag}a", "type", "veth", "peer", "name", f"wr{tag}b")
-        for ns, dev, ad in ((a, f"wr{tag}a", addr[0]), (b, f"wr{tag}b", addr[1])):
-            sh("ip", "link", "set", dev, "netns", ns)
-            sh("ip", "-n", ns, "addr", "add", f"{ad}/24", "dev", dev)
-            sh("ip", "-n", ns, "link", "set", dev, "up")
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
-        key = tmp_path / "id"
-        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key))
-        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "hostkey"))
-        shutil.copy(f"{key}.pub", tmp_path / "authorized_keys")
-        cfg = tmp_path / "sshd_config"
-        cfg.write_text(textwrap.dedent(f"""\
-            ListenAddress {addr[1]}
-            Port 2222
-            HostKey {tmp_path}/hostkey
-            AuthorizedKeysFile {tmp_path}/authorized_keys
-            PermitRootLogin prohibit-password
-            PasswordAuthentication no
-            KbdInteractiveAuthentication no
-            UsePAM no
-            StrictModes no
-            PidFile none
-            AcceptEnv *
-            """))
-        os.makedirs("/run/sshd", exist_ok=True)
-        sshd = subprocess.Popen(["ip", "netns", "exec", b, SSHD, "-D", "-e", "-f", str(cfg)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        ssh = ["ip", "netns", "exec", a, "ssh", "-o", "BatchMode=yes", "-o",
-               "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o",
-               "LogLevel=ERROR", "-p", "2222", "-i", str(key), addr[1], "true"]
-        for _ in range(100):
-            if subprocess.run(ssh, capture_output=True).returncode == 0:
-                break
-            time.sleep(0.1)
-        else:
-            pytest.fail("the test's sshd did not answer: " + (sshd.stderr.read1(4096).decode()
-                                                              if sshd.poll() is not None else ""))
-        yield {"ns": (a, b), "addr": addr, "key": str(key)}
-    finally:
-        if sshd is not None:
-            sshd.terminate()
-            sshd.wait(timeout=10)
-        sh("ip", "netns", "del", a, check=False)
-        sh("ip", "netns", "del", b, check=False)
+    with netns_pair("wrun") as ((a, b), addr):
+        try:
+            key = tmp_path / "id"
+            sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key))
+            sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "hostkey"))
+            shutil.copy(f"{key}.pub", tmp_path / "authorized_keys")
+            cfg = tmp_path / "sshd_config"
+            cfg.write_text(textwrap.dedent(f"""\
+                ListenAddress {addr[1]}
+                Port 2222
+                HostKey {tmp_path}/hostkey
+                AuthorizedKeysFile {tmp_path}/authorized_keys
+                PermitRootLogin prohibit-password
+                PasswordAuthentication no
+                KbdInteractiveAuthentication no
+                UsePAM no
+                StrictModes no
+                PidFile none
+                AcceptEnv *
+                """))
+            os.makedirs("/run/sshd", exist_ok=True)
+            sshd = subprocess.Popen(["ip", "netns", "exec", b, SSHD, "-D", "-e", "-f", str(cfg)],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            ssh = ["ip", "netns", "exec", a, "ssh", "-o", "BatchMode=yes", "-o",
+                   "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o",
+                   "LogLevel=ERROR", "-p", "2222", "-i", str(key), addr[1], "true"]
+            for _ in range(100):
+                if subprocess.run(ssh, capture_output=True).returncode == 0:
+                    break
+                time.sleep(0.1)
+            else:
+                pytest.fail("the test's sshd did not answer: " + (sshd.stderr.read1(4096).decode()
+                                                                  if sshd.poll() is not None else ""))
+            yield {"ns": (a, b), "addr": list(addr), "key": str(key)}
+        finally:
+            if sshd is not None:
+                sshd.terminate()
+                sshd.wait(timeout=10)
 
 
 def weftrun_in(bed, args, timeout=180):
